@@ -1,0 +1,14 @@
+#include <fmt/format.h>
+
+#include "command.h"
+
+namespace {
+tessera::cli::Action setup(CLI::App& app) {
+  app.add_subcommand("version", "Print the tessera version");
+  return [] {
+    fmt::print("tessera 0.1.0\n");
+    return 0;
+  };
+}
+TESSERA_COMMAND("version", setup);
+}  // namespace

@@ -1,0 +1,75 @@
+// The only place that catches tessera errors, prints, and chooses exit codes.
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "command.h"
+#include "tessera/core/error.h"
+#include "tessera/core/log.h"
+
+namespace tessera::cli {
+std::vector<CommandEntry>& command_registry() {
+  static std::vector<CommandEntry> r;
+  return r;
+}
+}  // namespace tessera::cli
+
+namespace {
+
+void install_sinks(bool verbose) {
+  tessera::set_log_sink([verbose](tessera::LogLevel lvl, const std::string& msg) {
+    if (lvl == tessera::LogLevel::debug && !verbose) return;
+    const char* tag = lvl == tessera::LogLevel::warn ? "warning: " : "";
+    std::fprintf(stderr, "%s%s\n", tag, msg.c_str());
+  });
+  tessera::set_progress_sink([](const std::string& step, size_t done, size_t total) {
+    if (total == 0) return;
+    int width = 30, filled = static_cast<int>(width * done / total);
+    std::fprintf(stderr, "\r%-28s [%s%s] %zu/%zu", step.c_str(), std::string(filled, '#').c_str(),
+                 std::string(width - filled, '.').c_str(), done, total);
+    if (done >= total) std::fputc('\n', stderr);
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tessera: deploy decoder-only LLMs onto spatial NPUs, proven step by step"};
+  app.require_subcommand(1);
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "Print debug messages");
+  auto& reg = tessera::cli::command_registry();
+  std::sort(reg.begin(), reg.end(), [](auto& a, auto& b) { return a.name < b.name; });
+  std::vector<std::pair<CLI::App*, tessera::cli::Action>> actions;
+  for (auto& entry : reg) {
+    size_t before = app.get_subcommands({}).size();
+    tessera::cli::Action act = entry.setup(app);
+    auto subs = app.get_subcommands({});
+    if (subs.size() > before) actions.emplace_back(subs.back(), std::move(act));
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : static_cast<int>(tessera::ErrorCategory::usage);
+  }
+  install_sinks(verbose);
+  try {
+    for (auto& [sub, act] : actions)
+      if (sub->parsed()) return act();
+    return static_cast<int>(tessera::ErrorCategory::usage);
+  } catch (const tessera::Error& e) {
+    std::fprintf(stderr, "\ntessera: error: %s\n", e.what());
+    return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "\ntessera: error: out of memory\n");
+    return static_cast<int>(tessera::ErrorCategory::internal);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "\ntessera: internal error: %s\n", e.what());
+    return static_cast<int>(tessera::ErrorCategory::internal);
+  }
+}

@@ -1,0 +1,18 @@
+#pragma once
+// A fixed pool of worker threads with a blocking parallel_for. Work is split into
+// contiguous chunks by index so results never depend on scheduling (determinism).
+#include <cstddef>
+#include <functional>
+
+namespace tessera {
+
+// Number of worker threads used by parallel_for (TESSERA_THREADS env, else
+// hardware concurrency).
+size_t thread_count();
+
+// Calls fn(begin, end) on disjoint chunks covering [0, n); blocks until done.
+// Chunk boundaries depend only on n and thread_count(), never on timing.
+void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn,
+                  size_t min_chunk = 1);
+
+}  // namespace tessera

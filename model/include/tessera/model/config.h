@@ -1,0 +1,78 @@
+#pragma once
+// ModelConfig: everything about a decoder-only model that tessera needs, parsed
+// from a Hugging Face config.json or taken from a built-in preset. Architectures
+// differ only by traits recorded here (DESIGN.md "Architectures are data").
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace tessera::model {
+
+struct RopeScaling {
+  enum class Type { none, llama3 };
+  Type type = Type::none;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+// Per-architecture defaults and capabilities: one row per supported HF class in
+// a single table (arch_traits.cpp). Adding an architecture is adding a row.
+struct ArchTraits {
+  std::string architecture;  // HF class name, e.g. "Qwen3ForCausalLM"
+  std::string family;        // "llama" | "qwen2" | "qwen3"
+  bool qkv_bias = false;     // q/k/v projections carry a bias (Qwen2)
+  bool qk_norm = false;      // per-head RMSNorm on q and k before RoPE (Qwen3)
+  bool honours_attention_bias_key = false;  // config "attention_bias" toggles qkv_bias
+};
+
+const std::vector<ArchTraits>& supported_architectures();
+// Throws UnsupportedError naming `architecture` and listing the supported ones.
+const ArchTraits& arch_traits(const std::string& architecture);
+
+struct ModelConfig {
+  std::string name;  // preset name or directory name, for messages
+  ArchTraits traits;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;  // explicit in config.json or hidden_size / num_heads
+  int64_t vocab_size = 0;
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  bool qkv_bias = false;  // resolved: traits + attention_bias key
+  bool qk_norm = false;
+  std::vector<int64_t> bos_token_ids;
+  std::vector<int64_t> eos_token_ids;
+  std::string torch_dtype = "bfloat16";
+
+  int64_t q_dim() const { return num_heads * head_dim; }
+  int64_t kv_dim() const { return num_kv_heads * head_dim; }
+  int64_t gqa_group() const { return num_heads / num_kv_heads; }
+  int64_t parameter_count() const;  // sum over tensor_specs()
+  // Throws ConfigError naming the first inconsistent field.
+  void validate() const;
+};
+
+// Parse HF config.json (throws ConfigError naming the missing/invalid field,
+// UnsupportedError for unknown architectures or rope_scaling types).
+ModelConfig parse_config(const nlohmann::json& j, const std::string& name = "config.json");
+ModelConfig load_config(const std::filesystem::path& config_json);
+// Inverse of parse_config: an HF-compatible config.json.
+nlohmann::json config_to_json(const ModelConfig& c);
+
+// Built-in presets (../shared/reference/models.md), usable without weights.
+const std::vector<std::string>& preset_names();
+ModelConfig preset(const std::string& name);  // throws UsageError listing names
+
+}  // namespace tessera::model

@@ -1,0 +1,63 @@
+#include <cmath>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "tessera/core/bf16.h"
+#include "tessera/core/error.h"
+#include "tessera/core/tensor.h"
+
+namespace tessera {
+namespace {
+
+TEST(Bf16, RoundsToNearestEven) {
+  // 1 + 2^-8 is exactly half way between 1 and 1 + 2^-7: ties go to even (1).
+  EXPECT_EQ(round_bf16(1.0f + std::ldexp(1.0f, -8)), 1.0f);
+  // 1 + 3*2^-8 is half way between 1+2^-7 and 1+2^-6: even is 1+2^-6.
+  EXPECT_EQ(round_bf16(1.0f + 3 * std::ldexp(1.0f, -8)), 1.0f + std::ldexp(1.0f, -6));
+  // Just above the tie rounds up.
+  EXPECT_EQ(round_bf16(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20)),
+            1.0f + std::ldexp(1.0f, -7));
+}
+
+TEST(Bf16, SpecialValues) {
+  EXPECT_TRUE(std::isnan(round_bf16(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(round_bf16(INFINITY), INFINITY);
+  EXPECT_EQ(round_bf16(-INFINITY), -INFINITY);
+  EXPECT_TRUE(std::signbit(round_bf16(-0.0f)));
+  // Largest finite float rounds up to infinity in bf16 (RNE carry).
+  EXPECT_EQ(round_bf16(std::numeric_limits<float>::max()), INFINITY);
+}
+
+TEST(Bf16, RoundTripIsExact) {
+  for (uint32_t b = 0; b < 0x10000; b += 7) {
+    bf16 v{static_cast<uint16_t>(b)};
+    float f = bf16_to_f32(v);
+    if (std::isnan(f)) continue;
+    EXPECT_EQ(f32_to_bf16(f).bits, v.bits);
+  }
+}
+
+TEST(F16, RoundTripAndSubnormals) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    float f = f16_to_f32(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    EXPECT_EQ(f32_to_f16(f), h) << h;
+  }
+  EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(f32_to_f16(70000.0f), 0x7c00);
+}
+
+TEST(Tensor, ConvertAndView) {
+  std::vector<float> v = {1.0f, -2.5f, 3.140625f, 0.0f};
+  Tensor t = Tensor::from_f32({2, 2}, v);
+  Tensor b = t.to(DType::bf16);
+  EXPECT_EQ(b.nbytes(), 8u);
+  EXPECT_EQ(b.to_f32_vector(), v);  // all exactly representable
+  Tensor view = Tensor::view(DType::bf16, {4}, b.bytes(), nullptr);
+  EXPECT_THROW(view.mutable_bytes(), InternalError);
+  EXPECT_THROW(dtype_from_name("I8"), InputError);
+}
+
+}  // namespace
+}  // namespace tessera
