@@ -19,6 +19,7 @@ struct RopeScaling {
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
+  bool operator==(const RopeScaling&) const = default;
 };
 
 // Per-architecture defaults and capabilities: one row per supported HF class in
@@ -29,6 +30,11 @@ struct ArchTraits {
   bool qkv_bias = false;     // q/k/v projections carry a bias (Qwen2)
   bool qk_norm = false;      // per-head RMSNorm on q and k before RoPE (Qwen3)
   bool honours_attention_bias_key = false;  // config "attention_bias" toggles qkv_bias
+  // HF config-class defaults for keys a config.json may omit (0 = derived:
+  // head_dim = hidden_size / num_heads). Qwen3Config defaults head_dim to 128.
+  int64_t default_head_dim = 0;
+  int64_t default_max_position_embeddings = 2048;
+  bool operator==(const ArchTraits&) const = default;
 };
 
 const std::vector<ArchTraits>& supported_architectures();
@@ -62,6 +68,7 @@ struct ModelConfig {
   int64_t parameter_count() const;  // sum over tensor_specs()
   // Throws ConfigError naming the first inconsistent field.
   void validate() const;
+  bool operator==(const ModelConfig&) const = default;
 };
 
 // Parse HF config.json (throws ConfigError naming the missing/invalid field,
@@ -74,5 +81,7 @@ nlohmann::json config_to_json(const ModelConfig& c);
 // Built-in presets (../shared/reference/models.md), usable without weights.
 const std::vector<std::string>& preset_names();
 ModelConfig preset(const std::string& name);  // throws UsageError listing names
+// One line: "llama-3.2-1b: LlamaForCausalLM 16 x 2048 ..." (for listings).
+std::string config_summary(const ModelConfig& c);
 
 }  // namespace tessera::model

@@ -1,0 +1,36 @@
+// The one table of supported architectures (STYLE.md #1): everything that
+// differs between Llama, Qwen2 and Qwen3 is a column here, never a branch
+// elsewhere. Adding an architecture is adding a row.
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "tessera/core/error.h"
+#include "tessera/model/config.h"
+
+namespace tessera::model {
+
+const std::vector<ArchTraits>& supported_architectures() {
+  // Checked against transformers' modeling files: Qwen2Attention builds
+  // q/k/v with bias=True unconditionally and ignores attention_bias; Llama and
+  // Qwen3 take the bias from config.attention_bias; Qwen3 adds q_norm/k_norm.
+  static const std::vector<ArchTraits> table = {
+      {"LlamaForCausalLM", "llama", false, false, true, 0, 2048},
+      {"Qwen2ForCausalLM", "qwen2", true, false, false, 0, 32768},
+      {"Qwen3ForCausalLM", "qwen3", false, true, true, 128, 32768},
+  };
+  return table;
+}
+
+const ArchTraits& arch_traits(const std::string& architecture) {
+  std::string names;
+  for (const auto& t : supported_architectures()) {
+    if (t.architecture == architecture) return t;
+    names += names.empty() ? t.architecture : ", " + t.architecture;
+  }
+  throw_error<UnsupportedError>("unsupported architecture '{}' (supported: {})", architecture,
+                                names);
+}
+
+}  // namespace tessera::model
