@@ -1,0 +1,71 @@
+#pragma once
+// Functional simulator: executes a Design on host buffers exactly as the array
+// would, with real per-tile L1 / L2 byte arrays at the allocated addresses. Data
+// reaches a tile only through FIFOs (DMA gathers / scatters through access
+// patterns, contiguous runs moved with memcpy); cores run their programs
+// (acquire blocks, release publishes / frees) and call kernels from the
+// KernelRegistry on whole objects. Scheduling is deterministic: cores run until
+// they block, then DMAs move what they can, round robin until quiescent. A
+// design that cannot finish is a SimulationError naming the blocked tile / FIFO.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tessera/npu/design.h"
+#include "tessera/npu/device_spec.h"
+#include "tessera/npu/errors.h"
+#include "tessera/npu/kernel_registry.h"
+
+namespace tessera::npu {
+
+using HostMemory = std::map<std::string, std::vector<std::byte>>;
+
+struct TileStats {
+  int64_t kernel_calls = 0;
+  int64_t cycles = 0;  // sum of KernelDef::cycles over the calls
+  int64_t macs = 0;
+};
+
+struct ChannelStats {
+  TileCoord tile;
+  bool s2mm = true;  // into the tile's memory (true) or out of it (false)
+  int index = 0;
+  std::string fifo;
+  int64_t bytes = 0;
+};
+
+struct LaunchStats {
+  std::string name;
+  int64_t ddr_read_bytes = 0;   // gathered from host buffers by to_device tasks
+  int64_t ddr_write_bytes = 0;  // scattered into host buffers by from_device tasks
+  int64_t l2_bytes = 0;         // written into + read out of mem-tile L2 by DMAs
+  int64_t l1_bytes = 0;         // written into + read out of compute L1 by DMAs
+  int64_t transfers = 0;        // DMA chunks moved (one object per consumer stream)
+  std::map<TileCoord, TileStats> tiles;
+  std::vector<ChannelStats> channels;
+  int64_t ddr_bytes() const { return ddr_read_bytes + ddr_write_bytes; }
+  int64_t macs() const;
+};
+
+struct SimStats {
+  std::vector<LaunchStats> launches;
+  int64_t ddr_bytes() const;
+  int64_t macs() const;
+};
+
+class Simulator {
+ public:
+  explicit Simulator(const DeviceSpec& spec,
+                     const KernelRegistry& registry = KernelRegistry::global());
+  // Validates the design first; host buffers missing from `host` are created
+  // zero-filled, existing ones must have exactly HostBuffer::bytes.
+  SimStats run(const Design& design, HostMemory& host) const;
+
+ private:
+  DeviceSpec spec_;
+  const KernelRegistry* registry_;
+};
+
+}  // namespace tessera::npu
