@@ -1,0 +1,72 @@
+#pragma once
+// Reference microbenchmark designs built on the Design IR (issue 3): memcpy
+// through the shims, a bf16 GEMM in the mlir-aie whole-array style and a bf16
+// GEMV. Each builder checks its shape against the tiling and the DeviceSpec and
+// throws DesignError naming the shape and the tile when it does not fit; the
+// result still has to pass validate(). Host buffers are row-major.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "tessera/core/bf16.h"
+#include "tessera/npu/design.h"
+#include "tessera/npu/device_spec.h"
+#include "tessera/npu/kernel_registry.h"
+
+namespace tessera::npu {
+
+// Kernels the designs call (plain C++ bodies, cycle costs from the spec):
+//   "passthrough"      (in, out)          copy one object
+//   "zero_f32"         (acc)              acc = 0                      param: elems
+//   "matmul_bf16_f32"  (a, b, acc)        acc(m,n) += a(m,k) b(k,n)    params: m, k, n
+//   "store_bf16"       (acc, c)           c = rne(acc)                 param: elems
+//   "gemv_bf16"        (a, x, y)          y(r) = rne(a(r,K) x(K))      params: rows, k
+void register_microbench_kernels(KernelRegistry& registry);
+
+// (a) memcpy: host "in" -> shim -> mem tile -> [compute passthrough ->
+// mem tile] -> shim -> host "out", on `columns` columns with `channels` (1|2)
+// shim channels per column each way; every channel moves an equal contiguous
+// slice. through_core=false is the DMA-only bypass (shim -> mem -> shim).
+struct MemcpyParams {
+  int columns = 1;
+  int channels = 2;
+  int64_t bytes = 1 << 20;         // per direction
+  int64_t object_bytes = 8192;
+  bool through_core = false;
+};
+Design memcpy_design(const MemcpyParams& p, const DeviceSpec& spec);
+
+// (b) C(M,N) = A(M,K) B(K,N), bf16 in / out, fp32 accumulation over K. Core
+// (col c, compute row r) computes m x n tiles of C; A row blocks enter through
+// mem tiles and are broadcast along compute rows, B column blocks go down
+// columns, C tiles are joined in each column's mem tile. Tile rows of C are
+// spread over several launches when one launch would need more shim BDs than
+// the spec has (IRON recycles BDs with waits; the IR has none).
+struct GemmParams {
+  int64_t M = 256, K = 256, N = 256;
+  int64_t m = 64, k = 64, n = 64;  // per-core tile
+  int columns = 4;
+  int rows = 0;  // compute rows used; 0 = all of the spec's
+};
+Design gemm_design(const GemmParams& p, const DeviceSpec& spec);
+
+// (c) y(M) = A(M,K) x(K), bf16 in / out, fp32 accumulation. A's rows are split
+// evenly over `columns` columns and `cores_per_column` cores in each, streamed
+// from DDR in objects of `rows_per_object` full rows; x is broadcast once and
+// stays resident in every core's L1 (so K is bounded by L1).
+struct GemvParams {
+  int64_t M = 256, K = 256;
+  int columns = 1;
+  int cores_per_column = 1;
+  int64_t rows_per_object = 1;
+};
+Design gemv_design(const GemvParams& p, const DeviceSpec& spec);
+
+// Plain scalar references (fp64 sums, rounded to bf16 once) for tests and
+// bench-device's functional check.
+std::vector<bf16> reference_gemm(std::span<const bf16> a, std::span<const bf16> b,
+                                 int64_t M, int64_t K, int64_t N);
+std::vector<bf16> reference_gemv(std::span<const bf16> a, std::span<const bf16> x,
+                                 int64_t M, int64_t K);
+
+}  // namespace tessera::npu
