@@ -26,6 +26,9 @@ struct TileLimits {
 
 struct DeviceSpec {
   std::string name;
+  // The preset this spec derives from; selects the published ranges checked by
+  // validate() (field_sources(family)).
+  std::string family = "xdna2";
   // Grid: row 0 shim, rows [1, 1 + mem_rows) mem tiles, then compute rows.
   int columns = 0;
   int compute_rows = 0;
@@ -85,6 +88,7 @@ struct FieldSource {
   bool calibratable = false;
   double min = 0, max = 0;  // published range for calibratable fields
 };
-const std::vector<FieldSource>& field_sources();
+const std::vector<FieldSource>& field_sources();  // xdna2
+const std::vector<FieldSource>& field_sources(const std::string& family);
 
 }  // namespace tessera::npu
