@@ -1,0 +1,81 @@
+#pragma once
+// What every tile kernel shares: its typed error, the reading of KernelParams
+// and of byte-span args, and the cost vocabulary (vector ops at the DeviceSpec's
+// lane count, MACs at its MAC rate, a documented per-call overhead).
+//
+// Numerics contract (DESIGN.md): bf16 in, fp32 accumulation, bf16 out with
+// round-to-nearest-even (core/bf16.h). Accumulator objects that live across
+// calls (GEMM partial sums, attention running state) stay fp32.
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "tessera/core/bf16.h"
+#include "tessera/core/error.h"
+#include "tessera/npu/design.h"
+#include "tessera/npu/device_spec.h"
+#include "tessera/npu/kernel_registry.h"
+
+namespace tessera::kernels {
+
+// A kernel called with params it does not support, or with an L1 object too
+// small / misaligned for its params. It is a design limit (the builder chose the
+// objects), so it maps to the limit exit code; the message names the kernel,
+// the arg or param, and the limit.
+struct KernelArgError : LimitError {
+  using LimitError::LimitError;
+};
+
+// Params. `kernel` only serves the error message.
+int64_t param_int(const npu::KernelParams& p, const std::string& key, const char* kernel);
+int64_t param_int_or(const npu::KernelParams& p, const std::string& key, int64_t fallback,
+                     const char* kernel);
+double param_float_or(const npu::KernelParams& p, const std::string& key, double fallback,
+                      const char* kernel);
+std::string param_str_or(const npu::KernelParams& p, const std::string& key,
+                         const std::string& fallback, const char* kernel);
+// param_int that must lie in [lo, hi].
+int64_t param_in(const npu::KernelParams& p, const std::string& key, int64_t lo, int64_t hi,
+                 const char* kernel);
+
+// The i-th arg viewed as `count` elements of T. Throws KernelArgError when the
+// arg is missing, shorter than count * sizeof(T), or not aligned for T.
+std::byte* arg_bytes(const npu::KernelInvocation& inv, size_t i, int64_t bytes, size_t align,
+                     const char* kernel, const char* arg);
+template <class T>
+T* arg_ptr(const npu::KernelInvocation& inv, size_t i, int64_t count, const char* kernel,
+           const char* arg) {
+  return reinterpret_cast<T*>(arg_bytes(inv, i, count * static_cast<int64_t>(sizeof(T)),
+                                        alignof(T), kernel, arg));
+}
+
+// Cost vocabulary. Every kernel pays kCallOverheadCycles per call: the
+// function prologue, loop setup and pointer/iterator setup a compiled AIE
+// kernel spends before its first vector op (lock acquire/release is the
+// simulator's business, not the kernel's). The value is an estimate in the
+// range of the call overheads seen in mlir-aie kernel traces (tens of cycles);
+// it matters only for tiny calls.
+inline constexpr int64_t kCallOverheadCycles = 64;
+
+// ceil(elements / lanes) vector steps, each costing `ops` cycles (a step is one
+// lane-wide vector op: load/compute/store are pipelined, so `ops` counts the
+// non-overlapped compute ops per vector).
+int64_t vector_cycles(int64_t elements, int64_t ops, const npu::DeviceSpec& spec);
+// MACs on the matrix unit at spec.macs_per_cycle_bf16 scaled by the kernel's
+// efficiency entry (DeviceSpec::efficiency), so the timing model must not apply
+// the efficiency a second time.
+int64_t mmul_cycles(int64_t macs, const npu::DeviceSpec& spec, const std::string& kernel);
+// Plain copies at one lane-wide vector store per cycle.
+int64_t copy_cycles(int64_t bytes, const npu::DeviceSpec& spec);
+
+inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// A registry entry plus the L1 bytes its args occupy for given params (the
+// builders need this to place objects; KernelDef has no such field).
+struct TileKernel {
+  npu::KernelDef def;
+  std::function<int64_t(const npu::KernelParams&)> l1_bytes;
+};
+
+}  // namespace tessera::kernels

@@ -1,0 +1,141 @@
+#include "tessera/kernels/gemm.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "scratch.h"
+
+namespace tessera::kernels {
+namespace {
+
+// Rows of A handled together: each B row loaded once feeds this many
+// accumulator rows, which keeps the inner j loop a plain vectorizable axpy.
+constexpr int64_t kRowBlock = 4;
+
+// B as fp32 [k, n] (transposed from [n, k] when needed): one conversion per
+// call, amortized over the m rows.
+const float* b_as_f32_kn(const bf16* b, const GemmDims& d) {
+  float* bf = scratch_f32(ScratchSlot::gemm_b, d.k * d.n);
+  if (!d.b_nk) {
+    bf16_to_f32_n(b, bf, d.k * d.n);
+    return bf;
+  }
+  for (int64_t j = 0; j < d.n; ++j) {
+    const bf16* col = b + j * d.k;
+    for (int64_t kk = 0; kk < d.k; ++kk) bf[kk * d.n + j] = bf16_to_f32(col[kk]);
+  }
+  return bf;
+}
+
+}  // namespace
+
+void gemm_block(const bf16* a, const bf16* b, float* acc, const GemmDims& d, bool accumulate) {
+  const float* bf = b_as_f32_kn(b, d);
+  float* af = scratch_f32(ScratchSlot::gemm_a, d.m * d.k);
+  bf16_to_f32_n(a, af, d.m * d.k);
+  const int64_t n = d.n, k = d.k;
+  if (!accumulate) std::fill(acc, acc + d.m * n, 0.0f);
+  for (int64_t i0 = 0; i0 < d.m; i0 += kRowBlock) {
+    const int64_t rows = std::min(kRowBlock, d.m - i0);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const float* __restrict brow = bf + kk * n;
+      for (int64_t r = 0; r < rows; ++r) {
+        const float av = af[(i0 + r) * k + kk];
+        float* __restrict crow = acc + (i0 + r) * n;
+        for (int64_t j = 0; j < n; ++j) crow[j] += av * brow[j];
+      }
+    }
+  }
+}
+
+void gemm_finalize(const float* acc, bf16* c, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) c[i] = f32_to_bf16(acc[i]);
+}
+
+int64_t gemm_l1_bytes(const GemmDims& d, bool fused) {
+  int64_t ab = 2 * (d.m * d.k + d.k * d.n);
+  return ab + 4 * d.m * d.n + (fused ? 2 * d.m * d.n : 0);
+}
+
+int64_t gemm_cycles(const GemmDims& d, const npu::DeviceSpec& spec, const std::string& kernel) {
+  int64_t macs = round_up(d.m, 4) * round_up(d.k, 8) * round_up(d.n, 4);
+  return kCallOverheadCycles + mmul_cycles(macs, spec, kernel);
+}
+
+namespace {
+
+GemmDims dims_of(const npu::KernelParams& p, const char* kernel) {
+  GemmDims d;
+  d.m = param_in(p, "m", 1, 1 << 20, kernel);
+  d.k = param_in(p, "k", 1, 1 << 20, kernel);
+  d.n = param_in(p, "n", 1, 1 << 20, kernel);
+  std::string layout = param_str_or(p, "b_layout", "kn", kernel);
+  if (layout != "kn" && layout != "nk") {
+    throw_error<KernelArgError>("kernel {}: b_layout '{}' is neither 'kn' nor 'nk'", kernel,
+                                layout);
+  }
+  d.b_nk = layout == "nk";
+  return d;
+}
+
+TileKernel gemm_step_kernel(const char* name, bool accumulate) {
+  npu::KernelDef def;
+  def.name = name;
+  def.run = [name, accumulate](const npu::KernelInvocation& inv) {
+    GemmDims d = dims_of(*inv.params, name);
+    const auto* a = arg_ptr<const bf16>(inv, 0, d.m * d.k, name, "a");
+    const auto* b = arg_ptr<const bf16>(inv, 1, d.k * d.n, name, "b");
+    auto* acc = arg_ptr<float>(inv, 2, d.m * d.n, name, "acc");
+    gemm_block(a, b, acc, d, accumulate);
+  };
+  def.cycles = [name](const npu::KernelParams& p, const npu::DeviceSpec& s) {
+    return gemm_cycles(dims_of(p, name), s, name);
+  };
+  def.macs = [name](const npu::KernelParams& p) {
+    GemmDims d = dims_of(p, name);
+    return d.m * d.k * d.n;
+  };
+  return {def, [name](const npu::KernelParams& p) { return gemm_l1_bytes(dims_of(p, name), false); }};
+}
+
+TileKernel gemm_fused_kernel() {
+  static constexpr const char* name = "gemm";
+  TileKernel t = gemm_step_kernel(name, false);
+  t.def.run = [](const npu::KernelInvocation& inv) {
+    GemmDims d = dims_of(*inv.params, name);
+    const auto* a = arg_ptr<const bf16>(inv, 0, d.m * d.k, name, "a");
+    const auto* b = arg_ptr<const bf16>(inv, 1, d.k * d.n, name, "b");
+    auto* c = arg_ptr<bf16>(inv, 2, d.m * d.n, name, "c");
+    float* acc = scratch_f32(ScratchSlot::gemm_acc, d.m * d.n);
+    gemm_block(a, b, acc, d, false);
+    gemm_finalize(acc, c, d.m * d.n);
+  };
+  t.l1_bytes = [](const npu::KernelParams& p) { return gemm_l1_bytes(dims_of(p, name), true); };
+  return t;
+}
+
+TileKernel gemm_finalize_kernel() {
+  static constexpr const char* name = "gemm_finalize";
+  npu::KernelDef def;
+  def.name = name;
+  def.run = [](const npu::KernelInvocation& inv) {
+    int64_t count = param_in(*inv.params, "count", 1, 1 << 24, name);
+    gemm_finalize(arg_ptr<const float>(inv, 0, count, name, "acc"),
+                  arg_ptr<bf16>(inv, 1, count, name, "c"), count);
+  };
+  // One srs (fp32 -> bf16 shift-round-saturate) per vector.
+  def.cycles = [](const npu::KernelParams& p, const npu::DeviceSpec& s) {
+    return kCallOverheadCycles + vector_cycles(param_int(p, "count", name), 1, s);
+  };
+  def.macs = [](const npu::KernelParams&) { return int64_t{0}; };
+  return {def, [](const npu::KernelParams& p) { return 6 * param_int(p, "count", name); }};
+}
+
+}  // namespace
+
+std::vector<TileKernel> gemm_kernels() {
+  return {gemm_step_kernel("gemm_init", false), gemm_step_kernel("gemm_acc", true),
+          gemm_fused_kernel(), gemm_finalize_kernel()};
+}
+
+}  // namespace tessera::kernels

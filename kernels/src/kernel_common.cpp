@@ -1,0 +1,89 @@
+#include "tessera/kernels/kernel_common.h"
+
+#include <cmath>
+#include <cstdint>
+
+namespace tessera::kernels {
+namespace {
+
+const npu::ParamValue* find(const npu::KernelParams& p, const std::string& key) {
+  auto it = p.find(key);
+  return it == p.end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
+int64_t param_int_or(const npu::KernelParams& p, const std::string& key, int64_t fallback,
+                     const char* kernel) {
+  const npu::ParamValue* v = find(p, key);
+  if (!v) return fallback;
+  if (const auto* i = std::get_if<int64_t>(v)) return *i;
+  throw_error<KernelArgError>("kernel {}: param '{}' must be an integer", kernel, key);
+}
+
+int64_t param_int(const npu::KernelParams& p, const std::string& key, const char* kernel) {
+  if (!find(p, key)) throw_error<KernelArgError>("kernel {}: missing param '{}'", kernel, key);
+  return param_int_or(p, key, 0, kernel);
+}
+
+int64_t param_in(const npu::KernelParams& p, const std::string& key, int64_t lo, int64_t hi,
+                 const char* kernel) {
+  int64_t v = param_int(p, key, kernel);
+  if (v < lo || v > hi) {
+    throw_error<KernelArgError>("kernel {}: param '{}' = {} outside [{}, {}]", kernel, key, v,
+                                lo, hi);
+  }
+  return v;
+}
+
+double param_float_or(const npu::KernelParams& p, const std::string& key, double fallback,
+                      const char* kernel) {
+  const npu::ParamValue* v = find(p, key);
+  if (!v) return fallback;
+  if (const auto* d = std::get_if<double>(v)) return *d;
+  if (const auto* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
+  throw_error<KernelArgError>("kernel {}: param '{}' must be a number", kernel, key);
+}
+
+std::string param_str_or(const npu::KernelParams& p, const std::string& key,
+                         const std::string& fallback, const char* kernel) {
+  const npu::ParamValue* v = find(p, key);
+  if (!v) return fallback;
+  if (const auto* s = std::get_if<std::string>(v)) return *s;
+  throw_error<KernelArgError>("kernel {}: param '{}' must be a string", kernel, key);
+}
+
+std::byte* arg_bytes(const npu::KernelInvocation& inv, size_t i, int64_t bytes, size_t align,
+                     const char* kernel, const char* arg) {
+  if (i >= inv.args.size()) {
+    throw_error<KernelArgError>("kernel {}: arg {} ('{}') missing, got {} args", kernel, i, arg,
+                                inv.args.size());
+  }
+  std::span<std::byte> s = inv.args[i];
+  if (bytes < 0 || static_cast<int64_t>(s.size()) < bytes) {
+    throw_error<KernelArgError>("kernel {}: arg {} ('{}') has {} bytes, params need {}", kernel,
+                                i, arg, s.size(), bytes);
+  }
+  if (reinterpret_cast<uintptr_t>(s.data()) % align != 0) {
+    throw_error<KernelArgError>("kernel {}: arg {} ('{}') is not {}-byte aligned", kernel, i,
+                                arg, align);
+  }
+  return s.data();
+}
+
+int64_t vector_cycles(int64_t elements, int64_t ops, const npu::DeviceSpec& spec) {
+  int64_t lanes = spec.vector_lanes_bf16;
+  return (elements + lanes - 1) / lanes * ops;
+}
+
+int64_t mmul_cycles(int64_t macs, const npu::DeviceSpec& spec, const std::string& kernel) {
+  double rate = spec.macs_per_cycle_bf16 * spec.efficiency(kernel);
+  return static_cast<int64_t>(std::ceil(static_cast<double>(macs) / rate));
+}
+
+int64_t copy_cycles(int64_t bytes, const npu::DeviceSpec& spec) {
+  int64_t per_cycle = 2LL * spec.vector_lanes_bf16;  // one bf16 vector store
+  return (bytes + per_cycle - 1) / per_cycle;
+}
+
+}  // namespace tessera::kernels

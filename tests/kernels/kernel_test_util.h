@@ -1,0 +1,94 @@
+#pragma once
+// Shared by the kernel tests: deterministic bf16 data, running a kernel through
+// the registry on byte spans (as the simulator does), and an elementwise check
+// against a scalar reference with a per-element bound that reports the worst
+// element (gemma.cpp ops/matmul_test.cc style).
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "tessera/core/bf16.h"
+#include "tessera/kernels/tile_kernels.h"
+#include "tessera/npu/kernel_registry.h"
+
+namespace tessera::kernels::test {
+
+// Unit roundoffs: fp32 has 24 significant bits, bf16 8 (core/bf16.h kBf16Eps).
+inline constexpr double kU32 = 0x1p-24;
+inline constexpr double kUBf16 = kBf16Eps;
+
+inline std::vector<bf16> random_bf16(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<bf16> v(n);
+  for (auto& x : v) x = f32_to_bf16(dist(rng));
+  return v;
+}
+
+inline std::vector<double> to_f64(std::span<const bf16> v) {
+  std::vector<double> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = bf16_to_f32(v[i]);
+  return out;
+}
+inline std::vector<double> to_f64(std::span<const float> v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+template <class T>
+std::span<std::byte> bytes_of(std::vector<T>& v) {
+  return std::as_writable_bytes(std::span<T>(v));
+}
+
+inline npu::KernelRegistry& registry() {
+  static npu::KernelRegistry* r = [] {
+    auto* reg = new npu::KernelRegistry;
+    register_tile_kernels(*reg);
+    return reg;
+  }();
+  return *r;
+}
+
+inline void run_kernel(const std::string& name, const npu::KernelParams& params,
+                       std::vector<std::span<std::byte>> args) {
+  npu::KernelInvocation inv;
+  inv.args = std::move(args);
+  inv.params = &params;
+  registry().get(name).run(inv);
+}
+
+// Checks |got[i] - ref[i]| <= bound[i] for every i (NaN never passes) and, on
+// failure, names the worst element: index, values, error, bound and ratio.
+inline ::testing::AssertionResult within(std::span<const double> got,
+                                         std::span<const double> ref,
+                                         std::span<const double> bound) {
+  if (got.size() != ref.size() || ref.size() != bound.size()) {
+    return ::testing::AssertionFailure()
+           << "size mismatch " << got.size() << " " << ref.size() << " " << bound.size();
+  }
+  size_t worst = 0, bad = 0;
+  double worst_ratio = -1;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double err = std::fabs(got[i] - ref[i]);
+    double ratio = std::isnan(err) ? INFINITY : (err == 0 ? 0.0 : err / bound[i]);
+    if (!(err <= bound[i])) ++bad;
+    if (ratio > worst_ratio || std::isnan(ratio)) {
+      worst_ratio = ratio;
+      worst = i;
+    }
+  }
+  std::string msg = fmt::format(
+      "{} of {} elements out of bound; worst [{}]: got {:.9g} ref {:.9g} err {:.3g} bound "
+      "{:.3g} (err/bound {:.3g})",
+      bad, got.size(), worst, got[worst], ref[worst], std::fabs(got[worst] - ref[worst]),
+      bound[worst], worst_ratio);
+  if (bad) return ::testing::AssertionFailure() << msg;
+  return ::testing::AssertionSuccess() << msg;
+}
+
+}  // namespace tessera::kernels::test
