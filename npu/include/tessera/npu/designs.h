@@ -19,8 +19,8 @@ namespace tessera::npu {
 //   "passthrough"      (in, out)          copy one object
 //   "zero_f32"         (acc)              acc = 0                      param: elems
 //   "matmul_bf16_f32"  (a, b, acc)        acc(m,n) += a(m,k) b(k,n)    params: m, k, n
-//   "store_bf16"       (acc, c)           c = rne(acc)                 param: elems
-//   "gemv_bf16"        (a, x, y)          y(r) = rne(a(r,K) x(K))      params: rows, k
+//   "store_bf16"       (acc, c)           c = rne(acc); acc = 0        param: elems
+//   "gemv_bf16"        (a, x, y)          y[offset + i] = rne(a(i,:) x) params: rows, k, offset
 void register_microbench_kernels(KernelRegistry& registry);
 
 // (a) memcpy: host "in" -> shim -> mem tile -> [compute passthrough ->
@@ -51,14 +51,16 @@ struct GemmParams {
 Design gemm_design(const GemmParams& p, const DeviceSpec& spec);
 
 // (c) y(M) = A(M,K) x(K), bf16 in / out, fp32 accumulation. A's rows are split
-// evenly over `columns` columns and `cores_per_column` cores in each, streamed
-// from DDR in objects of `rows_per_object` full rows; x is broadcast once and
-// stays resident in every core's L1 (so K is bounded by L1).
+// into equal contiguous ranges over `columns` columns (one core each, as IRON's
+// matrix_vector), streamed from DDR through the column's mem tile in objects of
+// `rows_per_object` full rows; x is broadcast once from shim 0 and stays
+// resident in every core's L1 (so K is bounded by L1); y leaves in objects of
+// `rows_per_output` results straight to the column's shim.
 struct GemvParams {
   int64_t M = 256, K = 256;
   int columns = 1;
-  int cores_per_column = 1;
   int64_t rows_per_object = 1;
+  int64_t rows_per_output = 32;
 };
 Design gemv_design(const GemvParams& p, const DeviceSpec& spec);
 
