@@ -91,7 +91,7 @@ void add_link_pools(const Launch& launch, LaunchLayout& out) {
   for (size_t i = 0; i < launch.links.size(); ++i) {
     const Link& k = launch.links[i];
     bool join = k.inputs.size() > 1;
-    ObjectPool p{fmt::format("link{}@{}", i, to_string(k.tile)), k.tile, 0, 0, -1};
+    ObjectPool p{fmt::format("link{}@{}", i, to_string(k.tile)), k.tile, 0, 0, -1, static_cast<int>(i)};
     std::vector<const Fifo*> ins, outs;
     for (const auto& n : k.inputs) ins.push_back(find_fifo(launch, n));
     for (const auto& n : k.outputs) outs.push_back(find_fifo(launch, n));
@@ -171,7 +171,7 @@ LaunchLayout layout_launch(const Launch& launch, const DeviceSpec& spec) {
       TileCoord home = shared_home(f);
       out.endpoint_pool[{f.name, f.producer}] = out.endpoint_pool[{f.name, f.consumers[0]}] =
           static_cast<int>(out.pools.size());
-      out.pools.push_back({f.name, home, f.depth, f.object_bytes, -1});
+      out.pools.push_back({f.name, home, f.depth, f.object_bytes, -1, -1});
       continue;
     }
     std::vector<std::pair<TileCoord, bool>> ends = {{f.producer, false}};
@@ -182,7 +182,7 @@ LaunchLayout layout_launch(const Launch& launch, const DeviceSpec& spec) {
       out.bds[t] += f.depth;
       if (kind(t) == TileKind::compute) {
         out.endpoint_pool[{f.name, t}] = static_cast<int>(out.pools.size());
-        out.pools.push_back({f.name + "@" + to_string(t), t, f.depth, f.object_bytes, -1});
+        out.pools.push_back({f.name + "@" + to_string(t), t, f.depth, f.object_bytes, -1, -1});
       }
     }
   }

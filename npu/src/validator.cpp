@@ -138,6 +138,10 @@ void check_fifo_shapes(const Ctx& c) {
     bool any_dma_end = !shim_src;
     for (const auto& t : f.consumers) any_dma_end |= c.kind(t) != TileKind::shim;
     if (!any_dma_end) throw_error<DesignError>("{} connects shim tiles only; a fifo needs a tile memory end", w);
+    // from_device tasks name only the fifo, so a second shim consumer would be ambiguous.
+    int shim_sinks = 0;
+    for (const auto& t : f.consumers) shim_sinks += c.kind(t) == TileKind::shim;
+    if (shim_sinks > 1) throw_error<DesignError>("{} has {} shim consumers (limit 1)", w, shim_sinks);
     if (shim_src && f.producer_pattern != AccessPattern{})
       throw_error<DesignError>("{} has a producer_pattern on a shim producer; the DmaTask's pattern applies there", w);
     for (size_t i = 0; i < f.consumer_patterns.size(); ++i)

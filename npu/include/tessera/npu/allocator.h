@@ -30,6 +30,7 @@ struct ObjectPool {
   int depth = 0;
   int64_t object_bytes = 0;
   int64_t address = -1;
+  int link = -1;  // index into Launch::links for a link pool
   int64_t bytes() const { return depth * object_bytes; }
 };
 

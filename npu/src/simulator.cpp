@@ -1,0 +1,119 @@
+// Simulator entry point: per launch, lay out the tiles, build pools,
+// connections and cores, then run them round robin until nothing moves.
+#include "tessera/npu/simulator.h"
+
+#include <fmt/format.h>
+
+#include "simulator_state.h"
+#include "tessera/npu/validator.h"
+
+namespace tessera::npu {
+namespace {
+
+// Tile memory starts as NaN bytes (0xFF is a NaN in bf16 and f32): a kernel
+// that reads what no DMA or kernel wrote shows it in its results, as garbage
+// would on silicon, instead of silently reading zeros.
+constexpr std::byte kPoison{0xFF};
+
+void prepare_host(const Design& d, HostMemory& host) {
+  for (const auto& h : d.host_buffers) {
+    auto it = host.find(h.name);
+    if (it == host.end()) {
+      host[h.name].assign(h.bytes, std::byte{0});
+    } else if (static_cast<int64_t>(it->second.size()) != h.bytes) {
+      throw_error<SimulationError>("design '{}': host buffer '{}' holds {} bytes, the design declares {}", d.name,
+                                   h.name, it->second.size(), h.bytes);
+    }
+  }
+}
+
+void build_pools(sim::LaunchState& st, std::map<TileCoord, std::vector<std::byte>>& mem) {
+  for (const auto& [t, m] : st.layout.memory)
+    if (!mem.count(t)) mem[t].assign(m.capacity, kPoison);
+  for (const auto& op : st.layout.pools) {
+    sim::Pool p;
+    p.name = op.name;
+    p.tile = op.tile;
+    p.kind = st.spec->kind_of_row(op.tile.row);
+    p.base = mem.at(op.tile).data() + op.address;
+    p.depth = op.depth;
+    p.slot_bytes = op.object_bytes;
+    size_t writers = 1, readers = 1;
+    if (op.link >= 0) {
+      writers = st.launch->links[op.link].inputs.size();
+      readers = st.launch->links[op.link].outputs.size();
+    }
+    p.written.assign(writers, 0);
+    p.read.assign(readers, 0);
+    st.pools.push_back(std::move(p));
+  }
+  for (const auto& ch : st.layout.channels) st.stats.channels.push_back({ch.tile, ch.s2mm, ch.index, ch.fifo, 0});
+}
+
+void schedule(sim::LaunchState& st) {
+  for (;;) {
+    bool progress = false;
+    for (auto& c : st.cores)
+      if (!c.done) progress |= sim::run_core(st, c);
+    for (auto& c : st.conns) progress |= sim::run_connection(st, c);
+    if (!progress) break;
+  }
+  std::vector<std::string> problems;
+  for (const auto& c : st.cores)
+    if (!c.done) problems.push_back(sim::describe_blocked(st, c));
+  for (auto& p : sim::describe_unfinished(st)) problems.push_back(std::move(p));
+  if (!problems.empty())
+    throw_error<SimulationError>("design '{}' launch '{}' cannot finish (deadlock or dropped transfer):\n  {}",
+                                 st.design->name, st.launch->name, fmt::join(problems, "\n  "));
+}
+
+}  // namespace
+
+int64_t LaunchStats::macs() const {
+  int64_t n = 0;
+  for (const auto& [t, s] : tiles) n += s.macs;
+  return n;
+}
+
+int64_t SimStats::ddr_bytes() const {
+  int64_t n = 0;
+  for (const auto& l : launches) n += l.ddr_bytes();
+  return n;
+}
+
+int64_t SimStats::macs() const {
+  int64_t n = 0;
+  for (const auto& l : launches) n += l.macs();
+  return n;
+}
+
+Simulator::Simulator(const DeviceSpec& spec, const KernelRegistry& registry) : spec_(spec), registry_(&registry) {
+  spec_.validate();
+}
+
+SimStats Simulator::run(const Design& design, HostMemory& host) const {
+  validate(design, spec_, *registry_);
+  prepare_host(design, host);
+  SimStats stats;
+  // Tile memories persist across the launches of one dispatch (reconfiguring
+  // the array does not clear them), so stale data stays visible.
+  std::map<TileCoord, std::vector<std::byte>> mem;
+  for (const auto& launch : design.launches) {
+    sim::LaunchState st;
+    st.design = &design;
+    st.launch = &launch;
+    st.spec = &spec_;
+    st.host = &host;
+    st.layout = layout_launch(launch, spec_);
+    st.stats.name = launch.name;
+    build_pools(st, mem);
+    sim::build_connections(st);
+    sim::compile_cores(st, *registry_, mem);
+    schedule(st);
+    for (const auto& c : st.cores) st.stats.tiles[c.tile] = c.stats;
+    stats.launches.push_back(std::move(st.stats));
+  }
+  return stats;
+}
+
+}  // namespace tessera::npu

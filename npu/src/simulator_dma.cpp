@@ -1,0 +1,268 @@
+// DMA side of the simulator: access-pattern copies, the per-FIFO connections
+// (pool -> pools, host -> pools, pools -> host) and their progress.
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "simulator_state.h"
+#include "validator_rules.h"
+
+namespace tessera::npu::sim {
+namespace {
+
+// A pattern in bytes with its contiguous innermost run merged as far as the
+// strides allow: e.g. [4:64, 64:1] over 2-byte elements is one 512-byte run.
+struct Runs {
+  std::vector<int64_t> sizes, strides;  // outer dims, bytes
+  int64_t run = 0;
+  int64_t offset = 0;
+};
+
+Runs normalize(const AccessPattern& p, int elem_bytes, int64_t region_bytes) {
+  Runs r;
+  r.offset = p.offset * elem_bytes;
+  if (p.dims.empty()) {
+    r.run = region_bytes;
+    return r;
+  }
+  const Dim& in = p.dims.back();
+  size_t outer = p.dims.size() - 1;
+  if (in.stride == 1) {
+    r.run = in.size * elem_bytes;
+  } else {
+    r.run = elem_bytes;
+    outer = p.dims.size();
+  }
+  for (size_t i = 0; i < outer; ++i) {
+    if (p.dims[i].size == 1) continue;
+    r.sizes.push_back(p.dims[i].size);
+    r.strides.push_back(p.dims[i].stride * elem_bytes);
+  }
+  while (!r.sizes.empty() && r.strides.back() == r.run) {
+    r.run *= r.sizes.back();
+    r.sizes.pop_back();
+    r.strides.pop_back();
+  }
+  return r;
+}
+
+template <bool Gather>
+void copy_pattern(std::byte* region, const AccessPattern& p, int elem_bytes, int64_t region_bytes, std::byte* stream) {
+  Runs r = normalize(p, elem_bytes, region_bytes);
+  const size_t n = r.sizes.size();
+  std::vector<int64_t> idx(n, 0);
+  for (int64_t rep = 0; rep < p.repeat; ++rep) {
+    int64_t pos = r.offset;
+    for (;;) {
+      if constexpr (Gather)
+        std::memcpy(stream, region + pos, r.run);
+      else
+        std::memcpy(region + pos, stream, r.run);
+      stream += r.run;
+      size_t d = n;  // odometer over the outer dims, innermost first
+      for (; d > 0; --d) {
+        size_t k = d - 1;
+        pos += r.strides[k];
+        if (++idx[k] < r.sizes[k]) break;
+        pos -= r.strides[k] * r.sizes[k];
+        idx[k] = 0;
+      }
+      if (d == 0) break;
+    }
+  }
+}
+
+int channel_index(const LaunchState& st, TileCoord t, bool s2mm, const std::string& fifo) {
+  for (size_t i = 0; i < st.stats.channels.size(); ++i) {
+    const auto& c = st.stats.channels[i];
+    if (c.tile == t && c.s2mm == s2mm && c.fifo == fifo) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// Writer / reader cursor of `fifo` on the pool of its end at `tile`.
+PoolEnd pool_end(const LaunchState& st, const Fifo& f, TileCoord tile, bool s2mm, const AccessPattern& pattern) {
+  PoolEnd e;
+  e.pool = st.layout.endpoint_pool.at({f.name, tile});
+  const ObjectPool& op = st.layout.pools[e.pool];
+  if (op.link >= 0) {
+    const Link& k = st.launch->links[op.link];
+    const auto& names = s2mm ? k.inputs : k.outputs;
+    e.cursor = static_cast<int>(std::find(names.begin(), names.end(), f.name) - names.begin());
+    e.offset = st.layout.link_offset.at({f.name, tile});
+  }
+  e.object_bytes = f.object_bytes;
+  e.pattern = pattern;
+  e.elem_bytes = f.elem_bytes;
+  e.channel = channel_index(st, tile, s2mm, f.name);
+  return e;
+}
+
+ShimQueue shim_queue(const LaunchState& st, const Fifo& f, TileCoord tile, bool to_device) {
+  ShimQueue q;
+  for (const auto& t : st.launch->sequence)
+    if (t.fifo == f.name && t.to_device == to_device) q.tasks.push_back(&t);
+  q.channel = channel_index(st, tile, !to_device, f.name);
+  return q;
+}
+
+const HostBuffer& host_info(const LaunchState& st, const std::string& name) {
+  for (const auto& h : st.design->host_buffers)
+    if (h.name == name) return h;
+  throw_error<InternalError>("host buffer '{}' vanished after validation", name);
+}
+
+// Starts the next task when idle; a to_device task gathers its whole stream.
+bool shim_ready(LaunchState& st, ShimQueue& q, bool to_device) {
+  if (q.active) return true;
+  if (q.next >= q.tasks.size()) return false;
+  const DmaTask& t = *q.tasks[q.next];
+  const HostBuffer& h = host_info(st, t.host_buffer);
+  q.staging.resize(detail::stream_bytes(t.pattern, h.bytes, h.elem_bytes));
+  q.pos = 0;
+  q.active = true;
+  if (to_device) {
+    gather((*st.host)[h.name].data(), t.pattern, h.elem_bytes, h.bytes, q.staging.data());
+    st.stats.ddr_read_bytes += static_cast<int64_t>(q.staging.size());
+  }
+  return true;
+}
+
+void count_pool_bytes(LaunchState& st, const PoolEnd& e, int64_t bytes) {
+  (st.pools[e.pool].kind == TileKind::mem ? st.stats.l2_bytes : st.stats.l1_bytes) += bytes;
+  if (e.channel >= 0) st.stats.channels[e.channel].bytes += bytes;
+}
+
+}  // namespace
+
+void gather(const std::byte* region, const AccessPattern& p, int elem_bytes, int64_t region_bytes, std::byte* stream) {
+  copy_pattern<true>(const_cast<std::byte*>(region), p, elem_bytes, region_bytes, stream);
+}
+
+void scatter(std::byte* region, const AccessPattern& p, int elem_bytes, int64_t region_bytes, const std::byte* stream) {
+  copy_pattern<false>(region, p, elem_bytes, region_bytes, const_cast<std::byte*>(stream));
+}
+
+int64_t Pool::min_written() const { return *std::min_element(written.begin(), written.end()); }
+int64_t Pool::max_written() const { return *std::max_element(written.begin(), written.end()); }
+int64_t Pool::min_read() const { return *std::min_element(read.begin(), read.end()); }
+
+void build_connections(LaunchState& st) {
+  for (const auto& f : st.launch->fifos) {
+    if (shares_memory(f, *st.spec)) continue;
+    Connection c;
+    c.fifo = &f;
+    c.chunk = detail::fifo_chunk_bytes(f, *st.spec);
+    if (st.spec->kind_of_row(f.producer.row) == TileKind::shim) {
+      c.shim_source = true;
+      c.source_q = shim_queue(st, f, f.producer, true);
+    } else {
+      c.source = pool_end(st, f, f.producer, false, f.producer_pattern);
+    }
+    for (size_t i = 0; i < f.consumers.size(); ++i) {
+      TileCoord t = f.consumers[i];
+      if (st.spec->kind_of_row(t.row) == TileKind::shim) {
+        c.shim_sink = true;
+        c.sink_q = shim_queue(st, f, t, false);
+      } else {
+        c.sinks.push_back(pool_end(st, f, t, true, i < f.consumer_patterns.size() ? f.consumer_patterns[i] : AccessPattern{}));
+      }
+    }
+    c.temp.resize(c.chunk);
+    st.conns.push_back(std::move(c));
+  }
+}
+
+bool run_connection(LaunchState& st, Connection& c) {
+  bool progress = false;
+  for (;;) {
+    if (c.shim_source ? !shim_ready(st, c.source_q, true)
+                      : st.pools[c.source.pool].read[c.source.cursor] >= st.pools[c.source.pool].min_written())
+      break;
+    bool ready = !c.shim_sink || shim_ready(st, c.sink_q, false);
+    for (const auto& e : c.sinks) {
+      const Pool& p = st.pools[e.pool];
+      ready = ready && p.written[e.cursor] < p.min_read() + p.depth;
+    }
+    if (!ready) break;
+
+    const std::byte* data;
+    if (c.shim_source) {
+      data = c.source_q.staging.data() + c.source_q.pos;
+      if (c.source_q.channel >= 0) st.stats.channels[c.source_q.channel].bytes += c.chunk;
+    } else {
+      Pool& p = st.pools[c.source.pool];
+      std::byte* obj = p.slot(p.read[c.source.cursor]) + c.source.offset;
+      if (c.source.pattern == AccessPattern{}) {
+        data = obj;  // contiguous: sinks copy straight from the slot
+      } else {
+        gather(obj, c.source.pattern, c.source.elem_bytes, c.source.object_bytes, c.temp.data());
+        data = c.temp.data();
+      }
+      count_pool_bytes(st, c.source, c.chunk);
+    }
+    for (const auto& e : c.sinks) {
+      Pool& p = st.pools[e.pool];
+      std::byte* obj = p.slot(p.written[e.cursor]) + e.offset;
+      if (e.pattern == AccessPattern{})
+        std::memcpy(obj, data, c.chunk);
+      else
+        scatter(obj, e.pattern, e.elem_bytes, e.object_bytes, data);
+      count_pool_bytes(st, e, c.chunk);
+      ++p.written[e.cursor];
+    }
+    if (c.shim_sink) {
+      ShimQueue& q = c.sink_q;
+      std::memcpy(q.staging.data() + q.pos, data, c.chunk);
+      if (q.channel >= 0) st.stats.channels[q.channel].bytes += c.chunk;
+      q.pos += c.chunk;
+      if (q.pos == static_cast<int64_t>(q.staging.size())) {  // task complete: land it in DDR
+        const DmaTask& t = *q.tasks[q.next];
+        const HostBuffer& h = host_info(st, t.host_buffer);
+        scatter((*st.host)[h.name].data(), t.pattern, h.elem_bytes, h.bytes, q.staging.data());
+        st.stats.ddr_write_bytes += static_cast<int64_t>(q.staging.size());
+        q.active = false;
+        ++q.next;
+      }
+    }
+    if (c.shim_source) {
+      ShimQueue& q = c.source_q;
+      q.pos += c.chunk;
+      if (q.pos == static_cast<int64_t>(q.staging.size())) q.active = false, ++q.next;
+    } else {
+      ++st.pools[c.source.pool].read[c.source.cursor];
+    }
+    ++c.moved;
+    ++st.stats.transfers;
+    progress = true;
+  }
+  return progress;
+}
+
+std::vector<std::string> describe_unfinished(const LaunchState& st) {
+  std::vector<std::string> out;
+  auto queue_text = [&](const ShimQueue& q, const Fifo& f, int64_t chunk, bool to_device) {
+    const DmaTask& t = *q.tasks[q.next];
+    const HostBuffer& h = host_info(st, t.host_buffer);
+    return fmt::format("dma {} task of fifo '{}' ({} host buffer '{}') stopped after {} of {} objects; {} task(s) unfinished",
+                       to_device ? "to_device" : "from_device", f.name, to_device ? "from" : "into", t.host_buffer,
+                       q.active ? q.pos / chunk : 0, detail::stream_bytes(t.pattern, h.bytes, h.elem_bytes) / chunk,
+                       q.tasks.size() - q.next);
+  };
+  for (const auto& c : st.conns) {
+    if (c.shim_source && c.source_q.next < c.source_q.tasks.size())
+      out.push_back(queue_text(c.source_q, *c.fifo, c.chunk, true));
+    if (c.shim_sink && c.sink_q.next < c.sink_q.tasks.size())
+      out.push_back(queue_text(c.sink_q, *c.fifo, c.chunk, false));
+  }
+  for (const auto& p : st.pools) {
+    int64_t undelivered = p.max_written() - p.min_read();
+    if (undelivered > 0)
+      out.push_back(fmt::format("pool '{}' at {} holds {} object(s) never consumed (dropped transfer?)", p.name,
+                                to_string(p.tile), undelivered));
+  }
+  return out;
+}
+
+}  // namespace tessera::npu::sim

@@ -1,0 +1,131 @@
+#pragma once
+// Internal: the runtime state of one simulated launch (simulator*.cpp).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/npu/allocator.h"
+#include "tessera/npu/simulator.h"
+
+namespace tessera::npu::sim {
+
+// Copy between a region addressed through `p` and a contiguous stream. Runs
+// that are contiguous in memory are merged and moved with one memcpy each.
+void gather(const std::byte* region, const AccessPattern& p, int elem_bytes, int64_t region_bytes, std::byte* stream);
+void scatter(std::byte* region, const AccessPattern& p, int elem_bytes, int64_t region_bytes, const std::byte* stream);
+
+// A ring of `depth` object slots; object n lives in slot n % depth. Writers and
+// readers each keep a cursor (objects completed); an object is readable when
+// every writer completed it, a slot writable when every reader freed it.
+struct Pool {
+  std::string name;
+  TileCoord tile;
+  TileKind kind = TileKind::compute;
+  std::byte* base = nullptr;
+  int depth = 1;
+  int64_t slot_bytes = 0;
+  std::vector<int64_t> written, read;
+
+  int64_t min_written() const;
+  int64_t max_written() const;
+  int64_t min_read() const;
+  std::byte* slot(int64_t n) const { return base + (n % depth) * slot_bytes; }
+};
+
+// A DMA end on a pool: writer or reader `cursor`, over the FIFO's objects that
+// start `offset` bytes into each slot.
+struct PoolEnd {
+  int pool = -1;
+  int cursor = 0;
+  int64_t offset = 0;
+  int64_t object_bytes = 0;
+  AccessPattern pattern;
+  int elem_bytes = 2;
+  int channel = -1;  // index into LaunchStats::channels
+};
+
+// The host side of a FIFO's shim end: its DmaTasks in sequence order.
+struct ShimQueue {
+  std::vector<const DmaTask*> tasks;
+  size_t next = 0;               // task being served
+  bool active = false;
+  std::vector<std::byte> staging;  // the task's whole stream
+  int64_t pos = 0;
+  int channel = -1;
+};
+
+// The DMA path of one FIFO: one source, a set of sinks (broadcast).
+struct Connection {
+  const Fifo* fifo = nullptr;
+  int64_t chunk = 0;  // stream bytes per object
+  bool shim_source = false;
+  PoolEnd source;
+  ShimQueue source_q;
+  std::vector<PoolEnd> sinks;
+  bool shim_sink = false;
+  ShimQueue sink_q;
+  int64_t moved = 0;
+  std::vector<std::byte> temp;
+};
+
+struct Arg {
+  int consume_port = -1, produce_port = -1;  // fifo object, or both -1 for a buffer
+  int64_t index = 0;
+  std::byte* ptr = nullptr;  // local buffer
+  int64_t bytes = 0;
+  std::string text;
+};
+
+struct Instr {
+  enum class Op { loop_begin, loop_end, acquire, release, call } op = Op::call;
+  int64_t count = 1;
+  int port = -1;
+  size_t jump = 0;  // loop_begin: its loop_end; loop_end: its loop_begin
+  const KernelDef* kernel = nullptr;
+  const KernelParams* params = nullptr;
+  std::vector<Arg> args;
+  int64_t cycles = 0, macs = 0;
+};
+
+struct CorePort {
+  std::string fifo;
+  bool produce = false;
+  int pool = -1;
+  int cursor = 0;
+  int64_t held = 0;
+};
+
+struct CoreState {
+  TileCoord tile;
+  std::vector<Instr> code;
+  std::vector<CorePort> ports;
+  size_t pc = 0;
+  std::vector<int64_t> loops;  // remaining iterations, innermost last
+  bool done = false;
+  TileStats stats;
+};
+
+struct LaunchState {
+  const Design* design = nullptr;
+  const Launch* launch = nullptr;
+  const DeviceSpec* spec = nullptr;
+  LaunchLayout layout;
+  std::vector<Pool> pools;
+  std::vector<Connection> conns;
+  std::vector<CoreState> cores;
+  LaunchStats stats;
+  HostMemory* host = nullptr;
+};
+
+// simulator_core.cpp
+void compile_cores(LaunchState& st, const KernelRegistry& registry, std::map<TileCoord, std::vector<std::byte>>& mem);
+bool run_core(LaunchState& st, CoreState& core);  // true if it made progress
+std::string describe_blocked(const LaunchState& st, const CoreState& core);
+
+// simulator_dma.cpp
+void build_connections(LaunchState& st);
+bool run_connection(LaunchState& st, Connection& c);
+std::vector<std::string> describe_unfinished(const LaunchState& st);
+
+}  // namespace tessera::npu::sim
