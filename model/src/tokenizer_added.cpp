@@ -20,11 +20,14 @@ AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens, const Normalize
   norm_.add_node();
   bool any_single_word = false;
   for (size_t i = 0; i < tokens_.size(); ++i) {
-    const AddedToken& t = tokens_[i];
+    AddedToken& t = tokens_[i];
+    // HF stores a normalized token by its normalized content: that is what it
+    // matches, what id_to_token returns and what the decoder sees.
+    if (t.normalized && normalizer) t.content = normalizer->normalize(t.content);
     by_id_.emplace(t.id, i);
     by_content_.emplace(t.content, t.id);
     any_single_word |= t.single_word;
-    std::string key = t.normalized && normalizer ? normalizer->normalize(t.content) : t.content;
+    const std::string& key = t.content;
     if (key.empty()) continue;  // an empty token can never be matched
     Trie& trie = t.normalized ? norm_ : raw_;
     int32_t node = 0;
