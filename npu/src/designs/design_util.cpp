@@ -38,6 +38,18 @@ CoreOp op_loop(int64_t count, std::vector<CoreOp> body) {
   return op;
 }
 
+Fifo make_fifo(std::string name, TileCoord producer, std::vector<TileCoord> consumers,
+               int64_t object_bytes, int depth, int elem_bytes) {
+  Fifo f;
+  f.name = std::move(name);
+  f.producer = producer;
+  f.consumers = std::move(consumers);
+  f.depth = depth;
+  f.object_bytes = object_bytes;
+  f.elem_bytes = elem_bytes;
+  return f;
+}
+
 namespace {
 // Largest divisor of n that is <= limit (1 always qualifies).
 int64_t largest_divisor_upto(int64_t n, int64_t limit) {

@@ -64,31 +64,19 @@ Plan plan(const GemmParams& p, const DeviceSpec& spec) {
   return pl;
 }
 
-Fifo fifo(std::string name, TileCoord prod, std::vector<TileCoord> cons, int64_t bytes,
-          int depth) {
-  Fifo f;
-  f.name = std::move(name);
-  f.producer = prod;
-  f.consumers = std::move(cons);
-  f.depth = depth;
-  f.object_bytes = bytes;
-  f.elem_bytes = 2;
-  return f;
-}
-
 std::string a_l1(int r) { return fmt::format("A_row{}", r); }
 
 void add_dataflow(Launch& l, const Plan& pl, const DeviceSpec& spec) {
   const GemmParams& p = pl.p;
   for (int j = 0; j < pl.nA; ++j) {
     std::string in = fmt::format("A{}", j);
-    l.fifos.push_back(fifo(in, shim_tile(j), {mem_tile(j)}, pl.g * p.m * p.k * 2, 2));
+    l.fifos.push_back(make_fifo(in, shim_tile(j), {mem_tile(j)}, pl.g * p.m * p.k * 2, 2));
     Link link{mem_tile(j), {in}, {}, {}};
     for (int t = 0; t < pl.g; ++t) {
       int r = j * pl.g + t;
       std::vector<TileCoord> row;
       for (int c = 0; c < pl.C; ++c) row.push_back(compute_tile(spec, c, r));
-      l.fifos.push_back(fifo(a_l1(r), mem_tile(j), row, p.m * p.k * 2, 2));
+      l.fifos.push_back(make_fifo(a_l1(r), mem_tile(j), row, p.m * p.k * 2, 2));
       link.outputs.push_back(a_l1(r));
       link.offsets_bytes.push_back(int64_t{t} * p.m * p.k * 2);
     }
@@ -98,19 +86,19 @@ void add_dataflow(Launch& l, const Plan& pl, const DeviceSpec& spec) {
     std::string b = fmt::format("B{}", c), bl1 = fmt::format("B_col{}", c);
     std::vector<TileCoord> col;
     for (int r = 0; r < pl.R; ++r) col.push_back(compute_tile(spec, c, r));
-    l.fifos.push_back(fifo(b, shim_tile(c), {mem_tile(c)}, p.k * p.n * 2, 2));
-    l.fifos.push_back(fifo(bl1, mem_tile(c), col, p.k * p.n * 2, 2));
+    l.fifos.push_back(make_fifo(b, shim_tile(c), {mem_tile(c)}, p.k * p.n * 2, 2));
+    l.fifos.push_back(make_fifo(bl1, mem_tile(c), col, p.k * p.n * 2, 2));
     l.links.push_back({mem_tile(c), {b}, {bl1}, {0}});
     std::string cout = fmt::format("C{}", c);
     Link join{mem_tile(c), {}, {cout}, {}};
     for (int r = 0; r < pl.R; ++r) {
       std::string cr = fmt::format("C{}_{}", c, r);
       // Depth 1 keeps A, B, C and the fp32 accumulator of a 64^3 tile in 64 KiB.
-      l.fifos.push_back(fifo(cr, compute_tile(spec, c, r), {mem_tile(c)}, p.m * p.n * 2, 1));
+      l.fifos.push_back(make_fifo(cr, compute_tile(spec, c, r), {mem_tile(c)}, p.m * p.n * 2, 1));
       join.inputs.push_back(cr);
       join.offsets_bytes.push_back(int64_t{r} * p.m * p.n * 2);
     }
-    l.fifos.push_back(fifo(cout, mem_tile(c), {shim_tile(c)}, pl.R * p.m * p.n * 2, 2));
+    l.fifos.push_back(make_fifo(cout, mem_tile(c), {shim_tile(c)}, pl.R * p.m * p.n * 2, 2));
     l.links.push_back(std::move(join));
   }
 }

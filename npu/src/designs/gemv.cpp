@@ -15,18 +15,6 @@ using namespace detail;
 
 namespace {
 
-Fifo fifo(std::string name, TileCoord prod, std::vector<TileCoord> cons, int64_t bytes,
-          int depth) {
-  Fifo f;
-  f.name = std::move(name);
-  f.producer = prod;
-  f.consumers = std::move(cons);
-  f.depth = depth;
-  f.object_bytes = bytes;
-  f.elem_bytes = 2;
-  return f;
-}
-
 void check(const GemvParams& p, const DeviceSpec& spec) {
   if (p.columns < 1 || p.columns > spec.columns)
     throw_error<DesignError>("gemv: columns {} outside 1..{} of {}", p.columns, spec.columns,
@@ -59,16 +47,16 @@ Design gemv_design(const GemvParams& p, const DeviceSpec& spec) {
   l.name = "gemv";
   std::vector<TileCoord> cores;
   for (int c = 0; c < p.columns; ++c) cores.push_back(compute_tile(spec, c, 0));
-  l.fifos.push_back(fifo("x", shim_tile(0), cores, p.K * 2, 1));
+  l.fifos.push_back(make_fifo("x", shim_tile(0), cores, p.K * 2, 1));
   l.sequence.push_back({"x", "x", {0, contiguous_dims(p.K, spec, "gemv x"), 1}, true});
   using P = CoreOp::Port;
   for (int c = 0; c < p.columns; ++c) {
     std::string a = fmt::format("A{}", c), al1 = fmt::format("A{}_l1", c);
     std::string y = fmt::format("y{}", c);
-    l.fifos.push_back(fifo(a, shim_tile(c), {mem_tile(c)}, r * p.K * 2, 2));
-    l.fifos.push_back(fifo(al1, mem_tile(c), {cores[c]}, r * p.K * 2, 2));
+    l.fifos.push_back(make_fifo(a, shim_tile(c), {mem_tile(c)}, r * p.K * 2, 2));
+    l.fifos.push_back(make_fifo(al1, mem_tile(c), {cores[c]}, r * p.K * 2, 2));
     l.links.push_back({mem_tile(c), {a}, {al1}, {0}});
-    l.fifos.push_back(fifo(y, cores[c], {shim_tile(c)}, q * 2, 2));
+    l.fifos.push_back(make_fifo(y, cores[c], {shim_tile(c)}, q * 2, 2));
     std::vector<CoreOp> fill = {op_acquire(y, P::produce)};
     for (int64_t off = 0; off < q; off += r) {
       fill.push_back(op_acquire(al1, P::consume));

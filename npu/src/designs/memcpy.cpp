@@ -16,17 +16,6 @@ using namespace detail;
 namespace {
 constexpr int kElemBytes = 4;  // int32 words, as the mlir-aie example
 
-Fifo make_fifo(std::string name, TileCoord prod, TileCoord cons, int64_t object_bytes) {
-  Fifo f;
-  f.name = std::move(name);
-  f.producer = prod;
-  f.consumers = {cons};
-  f.depth = 2;
-  f.object_bytes = object_bytes;
-  f.elem_bytes = kElemBytes;
-  return f;
-}
-
 void check(const MemcpyParams& p, const DeviceSpec& spec) {
   if (p.columns < 1 || p.columns > spec.columns)
     throw_error<DesignError>("memcpy: columns {} outside 1..{} of {}", p.columns, spec.columns,
@@ -59,12 +48,12 @@ Design memcpy_design(const MemcpyParams& p, const DeviceSpec& spec) {
     for (int h = 0; h < p.channels; ++h) {
       std::string id = fmt::format("{}_{}", c, h);
       std::string in = "in" + id, out = "out" + id;
-      l.fifos.push_back(make_fifo(in, shim_tile(c), mem_tile(c), p.object_bytes));
+      l.fifos.push_back(make_fifo(in, shim_tile(c), {mem_tile(c)}, p.object_bytes, 2, kElemBytes));
       if (p.through_core) {
         TileCoord core = compute_tile(spec, c, h);
         std::string l1in = "l1in" + id, l1out = "l1out" + id;
-        l.fifos.push_back(make_fifo(l1in, mem_tile(c), core, p.object_bytes));
-        l.fifos.push_back(make_fifo(l1out, core, mem_tile(c), p.object_bytes));
+        l.fifos.push_back(make_fifo(l1in, mem_tile(c), {core}, p.object_bytes, 2, kElemBytes));
+        l.fifos.push_back(make_fifo(l1out, core, {mem_tile(c)}, p.object_bytes, 2, kElemBytes));
         l.links.push_back({mem_tile(c), {in}, {l1in}, {0}});
         l.links.push_back({mem_tile(c), {l1out}, {out}, {0}});
         using P = CoreOp::Port;
@@ -76,7 +65,7 @@ Design memcpy_design(const MemcpyParams& p, const DeviceSpec& spec) {
       } else {
         l.links.push_back({mem_tile(c), {in}, {out}, {0}});
       }
-      l.fifos.push_back(make_fifo(out, mem_tile(c), shim_tile(c), p.object_bytes));
+      l.fifos.push_back(make_fifo(out, mem_tile(c), {shim_tile(c)}, p.object_bytes, 2, kElemBytes));
       int64_t elems = slice / kElemBytes;
       AccessPattern pat{(int64_t{c} * p.channels + h) * elems,
                         contiguous_dims(elems, spec, "memcpy slice " + id), 1};
