@@ -1,0 +1,289 @@
+#include "tessera/npu/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include "npu_a_fixtures.h"
+
+namespace tessera::npu {
+namespace {
+
+using namespace build;
+using testing::iota_bytes;
+using testing::passthrough_design;
+using testing::test_kernels;
+using testing::u16_at;
+
+SimStats run(const Design& d, HostMemory& host) {
+  return Simulator(DeviceSpec::preset("xdna2"), test_kernels()).run(d, host);
+}
+
+std::vector<uint32_t> as_u32(const std::vector<std::byte>& b) {
+  std::vector<uint32_t> v(b.size() / 4);
+  std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
+
+std::vector<std::byte> u32_bytes(const std::vector<uint32_t>& v) {
+  std::vector<std::byte> b(v.size() * 4);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+TEST(Simulator, PassthroughShimMemComputeMemShimIsBitExact) {
+  Design d = passthrough_design(4, 256);
+  HostMemory host{{"in", iota_bytes(512)}};
+  SimStats s = run(d, host);
+  EXPECT_EQ(host.at("out"), host.at("in"));
+  ASSERT_EQ(s.launches.size(), 1u);
+  const LaunchStats& l = s.launches[0];
+  EXPECT_EQ(l.ddr_read_bytes, 1024);
+  EXPECT_EQ(l.ddr_write_bytes, 1024);
+  EXPECT_EQ(l.l2_bytes, 4 * 1024);  // in and out each pass L2 once in, once out
+  EXPECT_EQ(l.l1_bytes, 2 * 1024);
+  EXPECT_EQ(l.tiles.at({0, 2}).kernel_calls, 4);
+  EXPECT_EQ(l.tiles.at({0, 2}).cycles, 400);
+  int64_t shim_bytes = 0;
+  for (const auto& c : l.channels)
+    if (c.tile == TileCoord{0, 0}) shim_bytes += c.bytes;
+  EXPECT_EQ(shim_bytes, 2048);
+}
+
+TEST(Simulator, KernelResultsReachHost) {
+  Design d = passthrough_design(3, 128, "t_add_one");
+  HostMemory host{{"in", iota_bytes(192)}};
+  run(d, host);
+  for (int64_t i = 0; i < 192; ++i) ASSERT_EQ(u16_at(host.at("out"), i), u16_at(host.at("in"), i) + 1) << i;
+}
+
+TEST(Simulator, BroadcastFeedsEveryConsumer) {
+  Design d;
+  d.name = "broadcast";
+  d.host_buffers = {{"in", 512, 2}, {"a", 512, 2}, {"b", 512, 2}};
+  Launch l;
+  l.name = "bc";
+  l.fifos = {fifo("in_l2", {0, 0}, {{0, 1}}, 256), fifo("in_l1", {0, 1}, {{0, 2}, {1, 2}}, 256),
+             fifo("out_a", {0, 2}, {{0, 0}}, 256), fifo("out_b", {1, 2}, {{1, 0}}, 256)};
+  l.links = {{{0, 1}, {"in_l2"}, {"in_l1"}, {}}};
+  auto prog = [](const char* k, const char* out) {
+    return std::vector<CoreOp>{loop(2, {acquire_in("in_l1"), acquire_out(out), call(k, {"in_l1", out}),
+                                        release_in("in_l1"), release_out(out)})};
+  };
+  l.cores = {{{0, 2}, prog("t_copy", "out_a")}, {{1, 2}, prog("t_add_one", "out_b")}};
+  l.sequence = {to_device("in_l2", "in"), from_device("out_a", "a"), from_device("out_b", "b")};
+  d.launches = {l};
+  HostMemory host{{"in", iota_bytes(256)}};
+  SimStats s = run(d, host);
+  EXPECT_EQ(host.at("a"), host.at("in"));
+  for (int64_t i = 0; i < 256; ++i) ASSERT_EQ(u16_at(host.at("b"), i), u16_at(host.at("in"), i) + 1);
+  // The mem tile reads each object once for both consumers (stream broadcast).
+  EXPECT_EQ(s.launches[0].l2_bytes, 512 + 512);
+}
+
+Design split_join_design(std::vector<int64_t> join_offsets) {
+  Design d;
+  d.name = "split_join";
+  d.host_buffers = {{"in", 2048, 2}, {"out", 2048, 2}};
+  Launch l;
+  l.name = "sj";
+  l.fifos = {fifo("in_l2", {0, 0}, {{0, 1}}, 512), fifo("a_in", {0, 1}, {{0, 2}}, 256),
+             fifo("b_in", {0, 1}, {{0, 3}}, 256),  fifo("a_out", {0, 2}, {{0, 1}}, 256),
+             fifo("b_out", {0, 3}, {{0, 1}}, 256), fifo("out_l2", {0, 1}, {{0, 0}}, 512)};
+  l.links = {{{0, 1}, {"in_l2"}, {"a_in", "b_in"}, {0, 256}},
+             {{0, 1}, {"a_out", "b_out"}, {"out_l2"}, std::move(join_offsets)}};
+  auto prog = [](const char* in, const char* out) {
+    return std::vector<CoreOp>{loop(4, {acquire_in(in), acquire_out(out), call("t_add_one", {in, out}),
+                                        release_in(in), release_out(out)})};
+  };
+  l.cores = {{{0, 2}, prog("a_in", "a_out")}, {{0, 3}, prog("b_in", "b_out")}};
+  l.sequence = {to_device("in_l2", "in"), from_device("out_l2", "out")};
+  d.launches = {l};
+  return d;
+}
+
+TEST(Simulator, SplitAndJoinThroughMemTile) {
+  HostMemory host{{"in", iota_bytes(1024)}};
+  run(split_join_design({0, 256}), host);
+  for (int64_t i = 0; i < 1024; ++i) ASSERT_EQ(u16_at(host.at("out"), i), u16_at(host.at("in"), i) + 1) << i;
+
+  // Swapped join offsets land the halves swapped: the offsets really steer data.
+  HostMemory swapped{{"in", iota_bytes(1024)}};
+  run(split_join_design({256, 0}), swapped);
+  EXPECT_EQ(u16_at(swapped.at("out"), 0), u16_at(swapped.at("in"), 128) + 1);
+  EXPECT_EQ(u16_at(swapped.at("out"), 128), u16_at(swapped.at("in"), 0) + 1);
+}
+
+// 4-byte elements may be transposed by the shim gather (stride != 1 allowed).
+TEST(Simulator, TransposeByShimAccessPattern) {
+  const int R = 16, C = 32;
+  Design d = passthrough_design(1, R * C * 4);
+  for (auto& h : d.host_buffers) h.elem_bytes = 4;
+  for (auto& f : d.launches[0].fifos) f.elem_bytes = 4;
+  d.launches[0].sequence[0].pattern = pattern({{C, 1}, {R, C}});  // column by column
+  std::vector<uint32_t> a(R * C);
+  for (int i = 0; i < R * C; ++i) a[i] = 1000u + static_cast<uint32_t>(i) * 3u;
+  HostMemory host{{"in", u32_bytes(a)}};
+  run(d, host);
+  std::vector<uint32_t> out = as_u32(host.at("out")), ref(R * C);
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) ref[c * R + r] = a[r * C + c];
+  EXPECT_EQ(out, ref);
+}
+
+// bf16 layouts are re-tiled with stride-1 runs: the mem tile's MM2S (4-D BD)
+// turns a row-major 8 x 16 matrix into 4 x 4 blocks.
+Design blocking_design(int64_t row_stride) {
+  Design d = passthrough_design(1, 8 * 16 * 2);
+  Fifo& in_l1 = d.launches[0].fifos[1];
+  in_l1.producer_pattern = pattern({{2, 4 * 16}, {4, 4}, {4, row_stride}, {4, 1}});
+  return d;
+}
+
+std::vector<uint16_t> blocked_reference(const std::vector<std::byte>& in) {
+  std::vector<uint16_t> ref;
+  for (int br = 0; br < 2; ++br)
+    for (int bc = 0; bc < 4; ++bc)
+      for (int r = 0; r < 4; ++r)
+        for (int c = 0; c < 4; ++c) ref.push_back(u16_at(in, (br * 4 + r) * 16 + bc * 4 + c));
+  return ref;
+}
+
+TEST(Simulator, BlockingByMemTilePatternMatchesReference) {
+  HostMemory host{{"in", iota_bytes(128)}};
+  run(blocking_design(16), host);
+  std::vector<uint16_t> out(128);
+  for (int i = 0; i < 128; ++i) out[i] = u16_at(host.at("out"), i);
+  EXPECT_EQ(out, blocked_reference(host.at("in")));
+}
+
+TEST(Simulator, WrongStrideIsCaughtByComparison) {
+  HostMemory host{{"in", iota_bytes(128)}};
+  run(blocking_design(8), host);  // row stride 8 instead of 16: in bounds, wrong data
+  std::vector<uint16_t> out(128);
+  for (int i = 0; i < 128; ++i) out[i] = u16_at(host.at("out"), i);
+  EXPECT_NE(out, blocked_reference(host.at("in")));
+}
+
+Design two_task_design() {
+  Design d = passthrough_design(4, 256);
+  auto& seq = d.launches[0].sequence;
+  // 512 u16 elements = 4 objects of 128: tasks of 1, 1, 2 objects in; 2, 2 out.
+  seq = {to_device("in_l2", "in", pattern({{128, 1}}, 0)), to_device("in_l2", "in", pattern({{128, 1}}, 128)),
+         to_device("in_l2", "in", pattern({{256, 1}}, 256)), from_device("out_l2", "out", pattern({{256, 1}}, 0)),
+         from_device("out_l2", "out", pattern({{256, 1}}, 256))};
+  return d;
+}
+
+TEST(Simulator, SeveralTasksPerFifoRunInOrder) {
+  HostMemory host{{"in", iota_bytes(512)}};
+  run(two_task_design(), host);
+  EXPECT_EQ(host.at("out"), host.at("in"));
+}
+
+TEST(Simulator, DroppedInputTaskIsADeadlockNamingTheCore) {
+  Design d = two_task_design();
+  d.launches[0].sequence.erase(d.launches[0].sequence.begin() + 2);
+  HostMemory host{{"in", iota_bytes(512)}};
+  try {
+    run(d, host);
+    FAIL() << "expected a SimulationError";
+  } catch (const SimulationError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("core (0,2) blocked at acquire consume 'in_l1'"), std::string::npos) << m;
+    EXPECT_NE(m.find("from_device task of fifo 'out_l2'"), std::string::npos) << m;
+  }
+}
+
+TEST(Simulator, DroppedOutputTaskLeavesUndeliveredObjects) {
+  Design d = two_task_design();
+  d.launches[0].sequence.pop_back();
+  HostMemory host{{"in", iota_bytes(512)}};
+  try {
+    run(d, host);
+    FAIL() << "expected a SimulationError";
+  } catch (const SimulationError& e) {
+    EXPECT_NE(std::string(e.what()).find("never consumed"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Simulator, LocalBufferAccumulatesAndUninitialisedMemoryIsPoisoned) {
+  auto make = [](bool zero_first) {
+    Design d = passthrough_design(1, 256);
+    Launch& l = d.launches[0];
+    l.fifos[0].object_bytes = l.fifos[1].object_bytes = 64;  // 32 u16 per input object
+    d.host_buffers[0].bytes = 4 * 64;
+    l.buffers = {{"acc", {0, 2}, 32 * 4, -1}};
+    std::vector<CoreOp> prog;
+    if (zero_first) prog.push_back(call("t_zero", {"acc"}));
+    prog.push_back(loop(4, {acquire_in("in_l1"), call("t_acc", {"in_l1", "acc"}, {{"n", int64_t{32}}}),
+                            release_in("in_l1")}));
+    prog.push_back(acquire_out("out_l1"));
+    prog.push_back(call("t_store", {"acc", "out_l1"}, {{"n", int64_t{32}}}));
+    prog.push_back(release_out("out_l1"));
+    l.fifos[2].object_bytes = l.fifos[3].object_bytes = 64;
+    d.host_buffers[1].bytes = 64;
+    l.cores[0].program = prog;
+    return d;
+  };
+  HostMemory host{{"in", iota_bytes(128)}};
+  SimStats s = run(make(true), host);
+  for (int i = 0; i < 32; ++i) {
+    uint32_t sum = 0;
+    for (int k = 0; k < 4; ++k) sum += u16_at(host.at("in"), k * 32 + i);
+    ASSERT_EQ(u16_at(host.at("out"), i), static_cast<uint16_t>(sum)) << i;
+  }
+  EXPECT_EQ(s.macs(), 4 * 32);
+  HostMemory dirty{{"in", iota_bytes(128)}};
+  run(make(false), dirty);  // accumulator never zeroed: garbage, not luck
+  EXPECT_NE(dirty.at("out"), host.at("out"));
+}
+
+TEST(Simulator, SharedMemoryFifoBetweenNeighboursUsesNoDma) {
+  Design d = passthrough_design(2, 256);
+  Launch& l = d.launches[0];
+  l.fifos[2].producer = {0, 3};  // out_l1 now comes from (0,3)
+  l.fifos.push_back(fifo("mid", {0, 2}, {{0, 3}}, 256));
+  l.cores = {{{0, 2}, {loop(2, {acquire_in("in_l1"), acquire_out("mid"), call("t_add_one", {"in_l1", "mid"}),
+                                release_in("in_l1"), release_out("mid")})}},
+             {{0, 3}, {loop(2, {acquire_in("mid"), acquire_out("out_l1"), call("t_add_one", {"mid", "out_l1"}),
+                                release_in("mid"), release_out("out_l1")})}}};
+  HostMemory host{{"in", iota_bytes(256)}};
+  SimStats s = run(d, host);
+  for (int i = 0; i < 256; ++i) ASSERT_EQ(u16_at(host.at("out"), i), u16_at(host.at("in"), i) + 2);
+  EXPECT_EQ(s.launches[0].l1_bytes, 2 * 512);  // only the in and out DMAs touch L1
+}
+
+TEST(Simulator, LaunchesRunInOrderAndHostBuffersPersist) {
+  Design d = passthrough_design(2, 256, "t_add_one");
+  d.host_buffers.push_back({"final", 512, 2});
+  Launch second = d.launches[0];
+  second.name = "second";
+  second.sequence = {to_device("in_l2", "out"), from_device("out_l2", "final")};
+  d.launches.push_back(second);
+  HostMemory host{{"in", iota_bytes(256)}};
+  SimStats s = run(d, host);
+  ASSERT_EQ(s.launches.size(), 2u);
+  for (int i = 0; i < 256; ++i) ASSERT_EQ(u16_at(host.at("final"), i), u16_at(host.at("in"), i) + 2);
+}
+
+TEST(Simulator, RepeatReissuesTheHostPattern) {
+  Design d = passthrough_design(4, 256);
+  d.launches[0].sequence[0].pattern = pattern({{128, 1}}, 0, 4);  // first object four times
+  HostMemory host{{"in", iota_bytes(512)}};
+  run(d, host);
+  for (int i = 0; i < 512; ++i) ASSERT_EQ(u16_at(host.at("out"), i), u16_at(host.at("in"), i % 128)) << i;
+}
+
+TEST(Simulator, HostBufferOfWrongSizeIsRejected) {
+  HostMemory host{{"in", iota_bytes(10)}};
+  EXPECT_THROW(run(passthrough_design(), host), SimulationError);
+}
+
+TEST(Simulator, IsDeterministic) {
+  HostMemory a{{"in", iota_bytes(1024)}}, b{{"in", iota_bytes(1024)}};
+  run(split_join_design({0, 256}), a);
+  run(split_join_design({0, 256}), b);
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
+}  // namespace tessera::npu
