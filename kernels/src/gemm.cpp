@@ -57,9 +57,9 @@ int64_t gemm_l1_bytes(const GemmDims& d, bool fused) {
   return ab + 4 * d.m * d.n + (fused ? 2 * d.m * d.n : 0);
 }
 
-int64_t gemm_cycles(const GemmDims& d, const npu::DeviceSpec& spec, const std::string& kernel) {
+int64_t gemm_cycles(const GemmDims& d, const npu::DeviceSpec& spec) {
   int64_t macs = round_up(d.m, 4) * round_up(d.k, 8) * round_up(d.n, 4);
-  return kCallOverheadCycles + mmul_cycles(macs, spec, kernel);
+  return kCallOverheadCycles + mmul_cycles(macs, spec);
 }
 
 namespace {
@@ -89,7 +89,7 @@ TileKernel gemm_step_kernel(const char* name, bool accumulate) {
     gemm_block(a, b, acc, d, accumulate);
   };
   def.cycles = [name](const npu::KernelParams& p, const npu::DeviceSpec& s) {
-    return gemm_cycles(dims_of(p, name), s, name);
+    return gemm_cycles(dims_of(p, name), s);
   };
   def.macs = [name](const npu::KernelParams& p) {
     GemmDims d = dims_of(p, name);

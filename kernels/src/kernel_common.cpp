@@ -76,14 +76,26 @@ int64_t vector_cycles(int64_t elements, int64_t ops, const npu::DeviceSpec& spec
   return (elements + lanes - 1) / lanes * ops;
 }
 
-int64_t mmul_cycles(int64_t macs, const npu::DeviceSpec& spec, const std::string& kernel) {
-  double rate = spec.macs_per_cycle_bf16 * spec.efficiency(kernel);
-  return static_cast<int64_t>(std::ceil(static_cast<double>(macs) / rate));
+int64_t mmul_cycles(int64_t macs, const npu::DeviceSpec& spec) {
+  return static_cast<int64_t>(std::ceil(static_cast<double>(macs) / spec.macs_per_cycle_bf16));
 }
 
 int64_t copy_cycles(int64_t bytes, const npu::DeviceSpec& spec) {
   int64_t per_cycle = 2LL * spec.vector_lanes_bf16;  // one bf16 vector store
   return (bytes + per_cycle - 1) / per_cycle;
+}
+
+TileKernel make_tile_kernel(const std::string& name, RunFn run, CyclesFn cycles,
+                            ParamsFn l1_bytes, ParamsFn macs) {
+  npu::KernelDef def;
+  def.name = name;
+  def.run = std::move(run);
+  def.cycles = [cycles = std::move(cycles)](const npu::KernelParams& p,
+                                            const npu::DeviceSpec& s) {
+    return kCallOverheadCycles + cycles(p, s);
+  };
+  def.macs = macs ? std::move(macs) : [](const npu::KernelParams&) { return int64_t{0}; };
+  return {std::move(def), std::move(l1_bytes)};
 }
 
 }  // namespace tessera::kernels

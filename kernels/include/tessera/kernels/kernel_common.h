@@ -62,10 +62,9 @@ inline constexpr int64_t kCallOverheadCycles = 64;
 // lane-wide vector op: load/compute/store are pipelined, so `ops` counts the
 // non-overlapped compute ops per vector).
 int64_t vector_cycles(int64_t elements, int64_t ops, const npu::DeviceSpec& spec);
-// MACs on the matrix unit at spec.macs_per_cycle_bf16 scaled by the kernel's
-// efficiency entry (DeviceSpec::efficiency), so the timing model must not apply
-// the efficiency a second time.
-int64_t mmul_cycles(int64_t macs, const npu::DeviceSpec& spec, const std::string& kernel);
+// MACs on the matrix unit at spec.macs_per_cycle_bf16. All cycle counts here
+// are at peak: the timing model divides by DeviceSpec::efficiency(kernel).
+int64_t mmul_cycles(int64_t macs, const npu::DeviceSpec& spec);
 // Plain copies at one lane-wide vector store per cycle.
 int64_t copy_cycles(int64_t bytes, const npu::DeviceSpec& spec);
 
@@ -77,5 +76,13 @@ struct TileKernel {
   npu::KernelDef def;
   std::function<int64_t(const npu::KernelParams&)> l1_bytes;
 };
+
+using RunFn = std::function<void(const npu::KernelInvocation&)>;
+using CyclesFn = std::function<int64_t(const npu::KernelParams&, const npu::DeviceSpec&)>;
+using ParamsFn = std::function<int64_t(const npu::KernelParams&)>;
+// `cycles` excludes kCallOverheadCycles (added here); `macs` null = 0 (a
+// kernel without matrix-unit work).
+TileKernel make_tile_kernel(const std::string& name, RunFn run, CyclesFn cycles,
+                            ParamsFn l1_bytes, ParamsFn macs = nullptr);
 
 }  // namespace tessera::kernels

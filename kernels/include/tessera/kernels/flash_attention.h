@@ -1,0 +1,70 @@
+#pragma once
+// FlashAttention block for prefill: one tile owns a block of query rows (all
+// heads of one GQA group, so the K/V block is shared) and streams K/V blocks
+// through an online softmax whose running state stays in L1.
+//
+// Layouts (row-major, dense):
+//   q     bf16[q_rows, group, head_dim]  query positions q_pos0 .. q_pos0+q_rows-1,
+//                                         the `group` query heads of one KV head
+//   k, v  bf16[kv_rows, head_dim]         key positions k_pos0 .. k_pos0+kv_rows-1
+//   state f32 [R] m | [R] l | [R, head_dim] o     R = q_rows * group
+//         m running max of the scaled scores (-inf before any key), l running
+//         sum of exp(s - m), o running sum of exp(s - m) * v.
+//   out   bf16[q_rows, group, head_dim]
+// Registered kernels (args in order; params in brackets):
+//   attn_init     (state)                 [rows = R, head_dim]
+//   flash_attn    (q, k, v, state)        [q_rows, group, kv_rows, head_dim, q_pos0,
+//                                          k_pos0, causal (0/1, default 1),
+//                                          scale (float, default 1/sqrt(head_dim))]
+//   attn_merge    (state_a, state_b)      [rows, head_dim]   a = a (+) b
+//   attn_finalize (state, out)            [rows, head_dim]   out = bf16(o / l)
+// kv_rows may be smaller than the K/V objects (a ragged last block): rows
+// beyond kv_rows are never read, so padding cannot leak into the softmax.
+// With causal = 1, query position p sees keys at positions <= p only.
+//
+// Numerics (as a tile computes them): scores q.k accumulate in fp32 (bf16
+// products are exact), are scaled and rounded to bf16 (the vector unit's exp
+// takes bf16); p = exp_tile(s - m) is bf16, so p.v is again an exact-product
+// fp32 accumulation; l and o stay fp32 across blocks; the rescale factor
+// exp_tile(m_old - m_new) is bf16; finalize multiplies by the fp32 reciprocal.
+#include <cstdint>
+#include <vector>
+
+#include "tessera/kernels/kernel_common.h"
+
+namespace tessera::kernels {
+
+struct AttnBlock {
+  int64_t q_rows = 1;
+  int64_t group = 1;
+  int64_t kv_rows = 0;
+  int64_t head_dim = 0;
+  int64_t q_pos0 = 0;
+  int64_t k_pos0 = 0;
+  bool causal = true;
+  float scale = 0.0f;
+};
+
+inline int64_t attn_state_floats(int64_t rows, int64_t head_dim) { return rows * (head_dim + 2); }
+
+void attn_state_init(float* state, int64_t rows, int64_t head_dim);
+void attn_block(const bf16* q, const bf16* k, const bf16* v, float* state, const AttnBlock& b);
+void attn_merge(float* a, const float* b, int64_t rows, int64_t head_dim);
+// Throws KernelNumericError when a row saw no key (l = 0): its output would be
+// 0/0, which means the builder's blocking or masking is wrong.
+void attn_finalize(const float* state, bf16* out, int64_t rows, int64_t head_dim);
+
+// A numerical impossibility detected inside a kernel body.
+struct KernelNumericError : InternalError {
+  using InternalError::InternalError;
+};
+
+// Reads the flash_attn / decode_attn params (q_rows defaults to 1 and causal
+// to `causal_default`).
+AttnBlock attn_block_params(const npu::KernelParams& p, const char* kernel, bool causal_default);
+// L1 bytes of q, k, v and state for one block call.
+int64_t attn_block_l1_bytes(const AttnBlock& b);
+
+std::vector<TileKernel> flash_attention_kernels();
+
+}  // namespace tessera::kernels

@@ -1,0 +1,49 @@
+#include "tessera/kernels/decode_attention.h"
+
+#include "tessera/kernels/flash_attention.h"
+
+namespace tessera::kernels {
+namespace {
+
+constexpr const char* kName = "decode_attn";
+constexpr int64_t kRowCycles = 24;  // per head: max / sum folds, rescale exp
+
+AttnBlock decode_params(const npu::KernelParams& p) {
+  AttnBlock b = attn_block_params(p, kName, false);
+  if (b.q_rows != 1 || b.causal) {
+    throw_error<KernelArgError>("kernel {}: one query token without causal mask (got q_rows {}, "
+                                "causal {}); use flash_attn for more", kName, b.q_rows, b.causal);
+  }
+  return b;
+}
+
+void run(const npu::KernelInvocation& inv) {
+  AttnBlock b = decode_params(*inv.params);
+  attn_block(arg_ptr<const bf16>(inv, 0, b.group * b.head_dim, kName, "q"),
+             arg_ptr<const bf16>(inv, 1, b.kv_rows * b.head_dim, kName, "k"),
+             arg_ptr<const bf16>(inv, 2, b.kv_rows * b.head_dim, kName, "v"),
+             arg_ptr<float>(inv, 3, attn_state_floats(b.group, b.head_dim), kName, "state"), b);
+}
+
+// Vector unit: q.k and p.v as lane-wide MACs over group * kv_rows * head_dim
+// each, softmax 6 ops per score vector, per-head folds.
+int64_t cycles(const npu::KernelParams& p, const npu::DeviceSpec& s) {
+  AttnBlock b = decode_params(p);
+  const int64_t work = b.group * b.kv_rows;
+  return 2 * vector_cycles(work * b.head_dim, 1, s) + vector_cycles(work, 6, s) +
+         b.group * kRowCycles;
+}
+
+}  // namespace
+
+std::vector<TileKernel> decode_attention_kernels() {
+  return {make_tile_kernel(
+      kName, run, cycles,
+      [](const npu::KernelParams& p) { return attn_block_l1_bytes(decode_params(p)); },
+      [](const npu::KernelParams& p) {
+        AttnBlock b = decode_params(p);
+        return 2 * b.group * b.kv_rows * b.head_dim;
+      })};
+}
+
+}  // namespace tessera::kernels

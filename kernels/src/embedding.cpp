@@ -1,0 +1,64 @@
+#include "tessera/kernels/embedding.h"
+
+#include <algorithm>
+
+namespace tessera::kernels {
+namespace {
+constexpr const char* kName = "embedding_gather";
+}
+
+int64_t embedding_gather(const int32_t* ids, const bf16* table, bf16* out,
+                         const EmbeddingBlock& b) {
+  int64_t copied = 0;
+  for (int64_t t = 0; t < b.count; ++t) {
+    const int64_t id = ids[t];
+    if (id < 0 || id >= b.vocab) {
+      throw_error<KernelArgError>("kernel {}: token {} has id {} outside the vocab [0, {})",
+                                  kName, t, id, b.vocab);
+    }
+    if (id < b.row0 || id >= b.row0 + b.block_rows) continue;
+    const bf16* row = table + (id - b.row0) * b.hidden;
+    std::copy(row, row + b.hidden, out + t * b.hidden);
+    ++copied;
+  }
+  return copied;
+}
+
+namespace {
+
+EmbeddingBlock params_of(const npu::KernelParams& p) {
+  EmbeddingBlock b;
+  b.count = param_in(p, "count", 1, 1 << 20, kName);
+  b.hidden = param_in(p, "hidden", 1, 1 << 16, kName);
+  b.vocab = param_in(p, "vocab", 1, int64_t{1} << 31, kName);
+  b.block_rows = param_in(p, "block_rows", 1, b.vocab, kName);
+  b.row0 = param_in(p, "row0", 0, b.vocab - 1, kName);
+  return b;
+}
+
+void run(const npu::KernelInvocation& inv) {
+  EmbeddingBlock b = params_of(*inv.params);
+  embedding_gather(arg_ptr<const int32_t>(inv, 0, b.count, kName, "ids"),
+                   arg_ptr<const bf16>(inv, 1, b.block_rows * b.hidden, kName, "table"),
+                   arg_ptr<bf16>(inv, 2, b.count * b.hidden, kName, "out"), b);
+}
+
+}  // namespace
+
+std::vector<TileKernel> embedding_kernels() {
+  return {make_tile_kernel(
+      kName, run,
+      // Scalar id compare per token, then (at most) one row copy per token:
+      // costed as if every token hit this block (the worst case; the data
+      // decides the real count, the static model cannot see it).
+      [](const npu::KernelParams& p, const npu::DeviceSpec& s) {
+        EmbeddingBlock b = params_of(p);
+        return b.count * (4 + copy_cycles(2 * b.hidden, s));
+      },
+      [](const npu::KernelParams& p) {
+        EmbeddingBlock b = params_of(p);
+        return 4 * b.count + 2 * (b.block_rows + b.count) * b.hidden;
+      })};
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,76 @@
+#include "tessera/kernels/gemv.h"
+
+#include <bit>
+
+#include "scratch.h"
+#include "tessera/kernels/gemm.h"
+#include "vec_ops.h"
+
+namespace tessera::kernels {
+
+void gemv_block(const bf16* w, const bf16* x, float* acc, int64_t n, int64_t k, bool accumulate) {
+  float* xf = scratch_f32(ScratchSlot::row, k);
+  bf16_to_f32_n(x, xf, k);
+  for (int64_t j = 0; j < n; ++j) {
+    float s = dot(w + j * k, xf, k);
+    acc[j] = accumulate ? acc[j] + s : s;
+  }
+}
+
+int64_t gemv_l1_bytes(int64_t n, int64_t k, bool fused) {
+  return 2 * (n * k + k) + (fused ? 2 : 4) * n;
+}
+
+int64_t gemv_cycles(int64_t n, int64_t k, const npu::DeviceSpec& spec) {
+  int64_t fold = std::bit_width(static_cast<uint64_t>(spec.vector_lanes_bf16));
+  return n * (vector_cycles(k, 1, spec) + fold);
+}
+
+namespace {
+
+struct GemvDims {
+  int64_t n, k;
+};
+
+GemvDims dims_of(const npu::KernelParams& p, const char* kernel) {
+  return {param_in(p, "n", 1, 1 << 24, kernel), param_in(p, "k", 1, 1 << 24, kernel)};
+}
+
+TileKernel gemv_kernel(const char* name, bool accumulate, bool fused) {
+  auto run = [=](const npu::KernelInvocation& inv) {
+    auto [n, k] = dims_of(*inv.params, name);
+    const auto* w = arg_ptr<const bf16>(inv, 0, n * k, name, "w");
+    const auto* x = arg_ptr<const bf16>(inv, 1, k, name, "x");
+    if (!fused) {
+      gemv_block(w, x, arg_ptr<float>(inv, 2, n, name, "acc"), n, k, accumulate);
+      return;
+    }
+    auto* y = arg_ptr<bf16>(inv, 2, n, name, "y");
+    float* acc = scratch_f32(ScratchSlot::gemm_acc, n);
+    gemv_block(w, x, acc, n, k, false);
+    gemm_finalize(acc, y, n);
+  };
+  return make_tile_kernel(
+      name, run,
+      [=](const npu::KernelParams& p, const npu::DeviceSpec& s) {
+        auto [n, k] = dims_of(p, name);
+        return gemv_cycles(n, k, s);
+      },
+      [=](const npu::KernelParams& p) {
+        auto [n, k] = dims_of(p, name);
+        return gemv_l1_bytes(n, k, fused);
+      },
+      [=](const npu::KernelParams& p) {
+        auto [n, k] = dims_of(p, name);
+        return n * k;
+      });
+}
+
+}  // namespace
+
+std::vector<TileKernel> gemv_kernels() {
+  return {gemv_kernel("gemv_init", false, false), gemv_kernel("gemv_acc", true, false),
+          gemv_kernel("gemv", false, true)};
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,32 @@
+#include "tessera/kernels/silu_mul.h"
+
+#include "tessera/kernels/nonlinear.h"
+
+namespace tessera::kernels {
+
+void silu_mul(const bf16* gate, const bf16* up, bf16* out, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    out[i] = f32_to_bf16(silu_tile(bf16_to_f32(gate[i])) * bf16_to_f32(up[i]));
+  }
+}
+
+std::vector<TileKernel> silu_mul_kernels() {
+  static constexpr const char* name = "silu_mul";
+  auto count_of = [](const npu::KernelParams& p) { return param_in(p, "count", 1, 1 << 24, name); };
+  return {make_tile_kernel(
+      name,
+      [=](const npu::KernelInvocation& inv) {
+        int64_t n = count_of(*inv.params);
+        silu_mul(arg_ptr<const bf16>(inv, 0, n, name, "gate"),
+                 arg_ptr<const bf16>(inv, 1, n, name, "up"),
+                 arg_ptr<bf16>(inv, 2, n, name, "out"), n);
+      },
+      // Per vector: negate, exp (LUT / exp2: 2 ops), add 1, reciprocal (2),
+      // two multiplies = 7 ops.
+      [=](const npu::KernelParams& p, const npu::DeviceSpec& s) {
+        return vector_cycles(count_of(p), 7, s);
+      },
+      [=](const npu::KernelParams& p) { return 3 * 2 * count_of(p); })};
+}
+
+}  // namespace tessera::kernels
