@@ -7,7 +7,7 @@
 //    used by the softmax kernels), on AIE2P aie::exp2 of bf16; either way the
 //    operand is a bf16 vector and the result is consumed as bf16.
 //    Model: exp_tile(x) = bf16( e^(bf16(x)) ), the inner e^ accurate to ~1e-6
-//    relative, i.e. far below the final bf16 rounding (2^-9 relative).
+//    relative, i.e. far below the final bf16 rounding (2^-8 relative).
 //  - rsqrt / reciprocal: aie::invsqrt and aie::inv work on fp32 vectors.
 //    Model: plain fp32 1/sqrt(x) and 1/x (correctly rounded fp32, so within
 //    one fp32 ulp of the hardware's fp32 result; far below bf16 outputs).
@@ -54,10 +54,10 @@ inline float recip_tile(float x) { return 1.0f / x; }
 inline float rsqrt_tile(float x) { return 1.0f / std::sqrt(x); }
 
 // silu(x) = x * sigmoid(x), sigmoid from exp_tile and recip_tile, in fp32 (the
-// caller rounds the final product to bf16). Relative error vs exact silu of the
-// same x, with s = sigmoid(x): the bf16 result of exp adds at most
-// 2^-9 * (1 - s), and the bf16 operand -x (off by up to |x| 2^-9) adds
-// |x| 2^-9 (1 - s); in total <= 2^-9 (1 + |x|) (1 - s) + fp32 terms.
+// caller rounds the final product to bf16). With s = sigmoid(x) and u = 2^-8
+// the bf16 unit roundoff: the bf16 result of exp changes sigmoid by at most
+// u (1 - s) relative; a non-bf16 x adds |x| u (1 - s) through the operand
+// rounding (kernels pass bf16 activations, so that term is zero there).
 inline float silu_tile(float x) { return x * recip_tile(1.0f + exp_tile(-x)); }
 
 }  // namespace tessera::kernels

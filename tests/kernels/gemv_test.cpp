@@ -1,0 +1,62 @@
+#include "tessera/kernels/gemv.h"
+
+#include <gtest/gtest.h>
+
+#include "kernel_test_util.h"
+
+namespace tessera::kernels::test {
+namespace {
+
+// y = W x with W [n, k]: reference sums in double. The kernel's 16 lane
+// partial sums and their fold give an fp32 summation error below
+// k u32 sum|w||x| (each product passes through at most k/16 + 5 additions),
+// and the bf16 output adds u_bf16 |y|.
+void check(int64_t n, int64_t k, uint32_t seed) {
+  auto w = random_bf16(n * k, seed, -1, 1), x = random_bf16(k, seed + 1, -2, 2);
+  std::vector<bf16> y(n);
+  run_kernel("gemv", {{"n", n}, {"k", k}}, {bytes_of(w), bytes_of(x), bytes_of(y)});
+  std::vector<double> ref(n), bound(n);
+  for (int64_t j = 0; j < n; ++j) {
+    double s = 0, sa = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      double p = double(bf16_to_f32(w[j * k + i])) * bf16_to_f32(x[i]);
+      s += p;
+      sa += std::fabs(p);
+    }
+    ref[j] = s;
+    bound[j] = k * kU32 * sa + kUBf16 * (std::fabs(s) + k * kU32 * sa);
+  }
+  EXPECT_TRUE(within(to_f64(y), ref, bound)) << "n " << n << " k " << k;
+}
+
+TEST(Gemv, MatchesScalarReferenceOnRaggedShapes) {
+  uint32_t seed = 100;
+  for (int64_t n : {1, 5, 32, 33})
+    for (int64_t k : {1, 15, 16, 17, 64, 577}) check(n, k, seed += 2);
+}
+
+TEST(Gemv, KSplitAccumulatesLikeOneCall) {
+  const int64_t n = 7, kb = 40;
+  auto w0 = random_bf16(n * kb, 1), w1 = random_bf16(n * kb, 2);
+  auto x0 = random_bf16(kb, 3), x1 = random_bf16(kb, 4);
+  std::vector<float> acc(n, 99.0f);
+  npu::KernelParams p{{"n", n}, {"k", kb}};
+  run_kernel("gemv_init", p, {bytes_of(w0), bytes_of(x0), bytes_of(acc)});
+  run_kernel("gemv_acc", p, {bytes_of(w1), bytes_of(x1), bytes_of(acc)});
+  std::vector<double> ref(n), bound(n);
+  for (int64_t j = 0; j < n; ++j) {
+    double s = 0, sa = 0;
+    for (int64_t i = 0; i < kb; ++i) {
+      double a = double(bf16_to_f32(w0[j * kb + i])) * bf16_to_f32(x0[i]);
+      double b = double(bf16_to_f32(w1[j * kb + i])) * bf16_to_f32(x1[i]);
+      s += a + b;
+      sa += std::fabs(a) + std::fabs(b);
+    }
+    ref[j] = s;
+    bound[j] = 2 * kb * kU32 * sa;
+  }
+  EXPECT_TRUE(within(to_f64(acc), ref, bound));
+}
+
+}  // namespace
+}  // namespace tessera::kernels::test
