@@ -168,10 +168,10 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
       if (!(skip_special_tokens && a->special)) tokens.push_back(a->content);
       continue;
     }
+    // HF drops ids with no token; models often have more embedding rows than
+    // the tokenizer has tokens (Qwen: 151936 vs 151669), and a sampler may pick one.
     const std::string* s = t.model->id_to_token(id);
-    if (!s)
-      throw_error<TokenizerError>("{}: cannot decode id {}: no such token (vocab size {})",
-                                  t.source, id, t.vocab_size);
+    if (!s) continue;
     tokens.push_back(*s);
   }
   if (!t.decoder) return tok::join(tokens, " ");

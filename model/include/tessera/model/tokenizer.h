@@ -46,7 +46,8 @@ class Tokenizer {
   static Tokenizer from_json(const nlohmann::json& j, const std::string& source_name);
 
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
-  // Throws TokenizerError on an id with no token (HF silently drops those).
+  // Ids with no token decode to nothing, as in HF: a model may have more
+  // embedding rows than its tokenizer has tokens.
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
 
   // One past the largest id of the model vocab or the added tokens.
