@@ -56,7 +56,7 @@ void run(const npu::KernelInvocation& inv) {
               arg_ptr<const float>(inv, 2, table, kName, "sin"), out, d);
     return;
   }
-  float* cs = scratch_f32(ScratchSlot::attn_s, 2 * table);
+  float* cs = scratch_f32(ScratchSlot::table, 2 * table);
   bf16_to_f32_n(arg_ptr<const bf16>(inv, 1, table, kName, "cos"), cs, table);
   bf16_to_f32_n(arg_ptr<const bf16>(inv, 2, table, kName, "sin"), cs + table, table);
   rope_rows(x, cs, cs + table, out, d);

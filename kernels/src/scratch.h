@@ -12,7 +12,7 @@
 
 namespace tessera::kernels {
 
-enum class ScratchSlot { gemm_a, gemm_b, gemm_acc, attn_k, attn_v, attn_s, row, count_ };
+enum class ScratchSlot { gemm_a, gemm_b, gemm_acc, attn_k, attn_v, attn_s, row, table, count_ };
 
 float* scratch_f32(ScratchSlot slot, int64_t count);
 
