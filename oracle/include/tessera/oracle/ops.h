@@ -1,0 +1,45 @@
+#pragma once
+// The FP32 building blocks of the oracle, each a plain loop or one BLAS call,
+// so that every later kernel has a readable reference to be judged against.
+// Matrices are row-major; a weight W is (out_features, in_features) as in HF.
+#include <cstdint>
+#include <span>
+
+namespace tessera::oracle {
+
+// y[rows, out] = x[rows, in] * W[out, in]^T (+ bias[out] when non-null).
+void linear(const float* x, int64_t rows, int64_t in, const float* w, int64_t out,
+            const float* bias, float* y);
+
+// HF LlamaRMSNorm in fp32: y = x * rsqrt(mean(x^2) + eps) * w, applied to each
+// of `rows` vectors of length n.
+void rms_norm(const float* x, int64_t rows, int64_t n, const float* w, double eps, float* y);
+
+// silu(gate) * up, elementwise (the SwiGLU activation).
+void swiglu(const float* gate, const float* up, int64_t n, float* y);
+
+// Numerically safe softmax in place (subtract the max, exponentiate, normalise).
+void softmax(std::span<float> x);
+
+// Which KV head serves query head h under grouped-query attention: query heads
+// come in num_kv_heads contiguous groups (HF repeat_kv), so h / group.
+int64_t kv_head_for(int64_t q_head, int64_t num_heads, int64_t num_kv_heads);
+
+// Shapes of one causal attention call. q has rows for positions
+// [first_pos, first_pos + rows); keys/values cover positions [0, first_pos + rows).
+struct AttentionShape {
+  int64_t rows = 0;          // query positions in this call
+  int64_t first_pos = 0;     // absolute position of query row 0
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+};
+
+// out[rows, num_heads * head_dim] = softmax(q k^T / sqrt(head_dim) + causal) v,
+// per head; k and v are [first_pos + rows, num_kv_heads * head_dim].
+// `kv_map` maps a query head to its KV head (kv_head_for unless a test plants
+// another mapping).
+void causal_attention(const AttentionShape& s, const float* q, const float* k, const float* v,
+                      float* out, int64_t (*kv_map)(int64_t, int64_t, int64_t) = kv_head_for);
+
+}  // namespace tessera::oracle

@@ -1,0 +1,230 @@
+// Unit tests of the oracle's building blocks against hand-computed values and
+// against deliberately naive scalar loops.
+#include <cmath>
+#include <numbers>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tessera/oracle/ops.h"
+#include "tessera/oracle/rope.h"
+
+namespace tessera::oracle {
+namespace {
+
+std::vector<float> random_vector(size_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::vector<float> v(n);
+  // Values from the raw generator, not a std distribution, so they are the
+  // same on every standard library.
+  for (float& x : v) x = static_cast<float>(g()) / 4294967296.0f * 2.0f - 1.0f;
+  return v;
+}
+
+model::ModelConfig rope_config(bool llama3) {
+  model::ModelConfig c;
+  c.name = "rope-test";
+  c.head_dim = 8;
+  c.rope_theta = 10000.0;
+  if (llama3) c.rope_scaling = {model::RopeScaling::Type::llama3, 8.0, 1.0, 4.0, 64};
+  return c;
+}
+
+TEST(Rope, InverseFrequenciesPlain) {
+  // theta^(-2i/d) for d = 8: 1, 0.1, 0.01, 0.001.
+  const auto inv = rope_inv_freq(rope_config(false));
+  const std::vector<double> want = {1.0, 0.1, 0.01, 0.001};
+  ASSERT_EQ(inv.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(inv[i], want[i], want[i] * 1e-6) << i;
+}
+
+TEST(Rope, InverseFrequenciesLlama3) {
+  // factor 8, low 1, high 4, original 64: wavelengths 2pi*{1, 10, 100, 1000}.
+  // 6.28 < 64/4 keeps 1; 628 and 6283 > 64/1 are divided by 8; 62.8 lies in the
+  // band: smooth = (64/62.83 - 1)/(4 - 1) = 0.0061974, so
+  // (1 - smooth) * 0.1/8 + smooth * 0.1 = 0.0130423.
+  const auto inv = rope_inv_freq(rope_config(true));
+  const std::vector<double> want = {1.0, 0.0130422560, 0.00125, 0.000125};
+  ASSERT_EQ(inv.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(inv[i], want[i], want[i] * 1e-6) << i;
+}
+
+TEST(Rope, TableHoldsCosSinOfPositionTimesFrequency) {
+  const auto t = rope_table(rope_config(true), 3, 4);  // positions 3..6
+  const std::vector<double> inv = {1.0, 0.0130422560, 0.00125, 0.000125};
+  for (size_t i = 0; i < inv.size(); ++i) {
+    EXPECT_NEAR(t.cos_row(5)[i], std::cos(5 * inv[i]), 1e-6) << i;
+    EXPECT_NEAR(t.sin_row(5)[i], std::sin(5 * inv[i]), 1e-6) << i;
+  }
+  EXPECT_NEAR(t.cos_row(5)[0], 0.2836622, 1e-6);  // cos(5)
+  EXPECT_NEAR(t.sin_row(5)[0], -0.9589243, 1e-6);
+  EXPECT_ANY_THROW(t.cos_row(7));
+  EXPECT_ANY_THROW(t.sin_row(2));
+}
+
+TEST(Rope, RotateHalfPairsElementIWithIPlusHalf) {
+  // HF rotate_half: x' = x*cos + cat(-x2, x1)*sin. An interleaved (GPT-J) pairing
+  // of (0,1), (2,3) would give different numbers.
+  std::vector<float> x = {1, 2, 3, 4};
+  const float c[2] = {std::cos(0.5f), std::cos(0.25f)};
+  const float s[2] = {std::sin(0.5f), std::sin(0.25f)};
+  apply_rope(x.data(), 1, 4, c, s);
+  EXPECT_FLOAT_EQ(x[0], 1 * c[0] - 3 * s[0]);
+  EXPECT_FLOAT_EQ(x[1], 2 * c[1] - 4 * s[1]);
+  EXPECT_FLOAT_EQ(x[2], 3 * c[0] + 1 * s[0]);
+  EXPECT_FLOAT_EQ(x[3], 4 * c[1] + 2 * s[1]);
+}
+
+TEST(Rope, ScoresDependOnlyOnRelativePosition) {
+  const auto cfg = rope_config(true);
+  const auto t = rope_table(cfg, 0, 64);
+  const auto q0 = random_vector(8, 1), k0 = random_vector(8, 2);
+  auto score = [&](int64_t m, int64_t n) {
+    auto q = q0, k = k0;
+    apply_rope(q.data(), 1, 8, t.cos_row(m), t.sin_row(m));
+    apply_rope(k.data(), 1, 8, t.cos_row(n), t.sin_row(n));
+    double d = 0;
+    for (int i = 0; i < 8; ++i) d += q[i] * k[i];
+    return d;
+  };
+  EXPECT_NEAR(score(10, 3), score(40, 33), 1e-4);
+  EXPECT_NEAR(score(7, 7), score(63, 63), 1e-4);
+}
+
+TEST(Ops, RmsNormHandValues) {
+  // mean(x^2) = 30/4 = 7.5; y = w * x / sqrt(7.5 + eps).
+  const std::vector<float> x = {1, 2, 3, 4, -2, 0, 0, 0};
+  const std::vector<float> w = {1, 1, 2, 0.5};
+  std::vector<float> y(8);
+  rms_norm(x.data(), 2, 4, w.data(), 1e-6, y.data());
+  const double inv = 1 / std::sqrt(7.5 + 1e-6);
+  EXPECT_NEAR(y[0], 1 * inv, 1e-6);
+  EXPECT_NEAR(y[2], 2 * 3 * inv, 1e-6);
+  EXPECT_NEAR(y[3], 0.5 * 4 * inv, 1e-6);
+  // Second row: mean(x^2) = 1, so y = w * x / sqrt(1 + eps).
+  EXPECT_NEAR(y[4], -2 / std::sqrt(1 + 1e-6), 1e-6);
+  EXPECT_EQ(y[5], 0.0f);
+}
+
+TEST(Ops, SoftmaxAndSwiglu) {
+  std::vector<float> p = {0.0f, std::log(2.0f), std::log(5.0f), 1000.0f - 1000.0f};
+  softmax(p);
+  EXPECT_NEAR(p[0], 1 / 9.0, 1e-7);
+  EXPECT_NEAR(p[1], 2 / 9.0, 1e-7);
+  EXPECT_NEAR(p[2], 5 / 9.0, 1e-7);
+  std::vector<float> big = {1000.0f, 1000.0f};  // no overflow
+  softmax(big);
+  EXPECT_FLOAT_EQ(big[0], 0.5f);
+  const float gate[3] = {0.0f, 2.0f, -3.0f}, up[3] = {5.0f, 0.5f, 2.0f};
+  float act[3];
+  swiglu(gate, up, 3, act);
+  EXPECT_FLOAT_EQ(act[0], 0.0f);
+  EXPECT_NEAR(act[1], 2.0 / (1 + std::exp(-2.0)) * 0.5, 1e-6);
+  EXPECT_NEAR(act[2], -3.0 / (1 + std::exp(3.0)) * 2.0, 1e-6);
+}
+
+TEST(Ops, LinearMatchesScalarLoopForMatrixAndVectorPaths) {
+  const int64_t in = 13, out = 7;
+  const auto w = random_vector(in * out, 3), b = random_vector(out, 4);
+  for (int64_t rows : {1, 5}) {
+    const auto x = random_vector(rows * in, 5);
+    std::vector<float> y(rows * out);
+    linear(x.data(), rows, in, w.data(), out, b.data(), y.data());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t o = 0; o < out; ++o) {
+        double want = b[o];
+        for (int64_t i = 0; i < in; ++i) want += double(x[r * in + i]) * w[o * in + i];
+        EXPECT_NEAR(y[r * out + o], want, 1e-5) << rows << " rows, " << r << "," << o;
+      }
+  }
+}
+
+TEST(Ops, GqaMapsContiguousGroupsOfQueryHeads) {
+  // 8 query heads over 2 KV heads: heads 0-3 read KV 0, heads 4-7 read KV 1.
+  const std::vector<int64_t> want = {0, 0, 0, 0, 1, 1, 1, 1};
+  for (int64_t h = 0; h < 8; ++h) EXPECT_EQ(kv_head_for(h, 8, 2), want[h]) << h;
+  for (int64_t h = 0; h < 4; ++h) EXPECT_EQ(kv_head_for(h, 4, 4), h);  // MHA
+}
+
+// Plain attention: for each row and head, scores over visible keys, softmax,
+// weighted sum of values; the KV head is q_head / group (HF repeat_kv).
+std::vector<float> naive_attention(const AttentionShape& s, const std::vector<float>& q,
+                                   const std::vector<float>& k, const std::vector<float>& v) {
+  const int64_t D = s.head_dim, qs = s.num_heads * D, ks = s.num_kv_heads * D;
+  const int64_t group = s.num_heads / s.num_kv_heads;
+  std::vector<float> out(s.rows * qs);
+  for (int64_t r = 0; r < s.rows; ++r)
+    for (int64_t h = 0; h < s.num_heads; ++h) {
+      const int64_t kvh = h / group, visible = s.first_pos + r + 1;
+      std::vector<double> p(visible);
+      double mx = -1e300, sum = 0;
+      for (int64_t j = 0; j < visible; ++j) {
+        double d = 0;
+        for (int64_t i = 0; i < D; ++i) d += double(q[r * qs + h * D + i]) * k[j * ks + kvh * D + i];
+        p[j] = d / std::sqrt(double(D));
+        mx = std::max(mx, p[j]);
+      }
+      for (auto& x : p) sum += (x = std::exp(x - mx));
+      for (int64_t i = 0; i < D; ++i) {
+        double acc = 0;
+        for (int64_t j = 0; j < visible; ++j) acc += p[j] / sum * v[j * ks + kvh * D + i];
+        out[r * qs + h * D + i] = static_cast<float>(acc);
+      }
+    }
+  return out;
+}
+
+double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - b[i]));
+  return m;
+}
+
+struct AttentionCase {
+  AttentionShape s;
+  std::vector<float> q, k, v;
+};
+
+AttentionCase make_case(int64_t rows, int64_t first_pos) {
+  AttentionCase c{{rows, first_pos, 8, 2, 6}, {}, {}, {}};
+  c.q = random_vector(rows * 8 * 6, 11);
+  c.k = random_vector((first_pos + rows) * 2 * 6, 12);
+  c.v = random_vector((first_pos + rows) * 2 * 6, 13);
+  for (auto& x : c.q) x *= 3;  // peaked softmax so a wrong key set shows
+  return c;
+}
+
+TEST(Ops, CausalAttentionMatchesNaiveForPrefillAndDecode) {
+  for (auto [rows, first] : {std::pair<int64_t, int64_t>{5, 0}, {5, 3}, {1, 9}}) {
+    auto c = make_case(rows, first);
+    std::vector<float> out(rows * 8 * 6);
+    causal_attention(c.s, c.q.data(), c.k.data(), c.v.data(), out.data());
+    EXPECT_LT(max_diff(out, naive_attention(c.s, c.q, c.k, c.v)), 1e-5)
+        << rows << " rows at " << first;
+  }
+}
+
+TEST(Ops, PlantedGqaMappingBugIsCaught) {
+  // h % num_kv_heads interleaves heads over KV heads instead of grouping them;
+  // the comparison above must notice.
+  auto c = make_case(4, 2);
+  std::vector<float> out(4 * 8 * 6);
+  auto wrong = [](int64_t h, int64_t, int64_t kv) { return h % kv; };
+  causal_attention(c.s, c.q.data(), c.k.data(), c.v.data(), out.data(), wrong);
+  EXPECT_GT(max_diff(out, naive_attention(c.s, c.q, c.k, c.v)), 1e-2);
+}
+
+TEST(Ops, CausalMaskHidesFutureKeys) {
+  // Changing keys/values after the last visible position changes nothing.
+  auto c = make_case(3, 0);
+  std::vector<float> a(3 * 48), b(3 * 48);
+  causal_attention(c.s, c.q.data(), c.k.data(), c.v.data(), a.data());
+  for (size_t i = 2 * 12; i < c.v.size(); ++i) c.v[i] += 100.0f;  // position 2
+  causal_attention(c.s, c.q.data(), c.k.data(), c.v.data(), b.data());
+  for (size_t i = 0; i < 2 * 48; ++i) EXPECT_EQ(a[i], b[i]) << i;  // rows 0 and 1
+  EXPECT_NE(a[2 * 48], b[2 * 48]);
+}
+
+}  // namespace
+}  // namespace tessera::oracle
