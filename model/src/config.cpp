@@ -39,25 +39,13 @@ class Fields {
     return v ? as_int(*v, key) : fallback;
   }
   double number_or(const char* key, double fallback) const {
-    const json* v = find(key);
-    if (!v) return fallback;
-    if (!v->is_number())
-      throw_error<ConfigError>("{}: field '{}' must be a number, got {}", file_, key, v->dump());
-    return v->get<double>();
+    return typed_or<double>(key, fallback, &json::is_number, "a number");
   }
   bool boolean_or(const char* key, bool fallback) const {
-    const json* v = find(key);
-    if (!v) return fallback;
-    if (!v->is_boolean())
-      throw_error<ConfigError>("{}: field '{}' must be true/false, got {}", file_, key, v->dump());
-    return v->get<bool>();
+    return typed_or<bool>(key, fallback, &json::is_boolean, "true/false");
   }
   std::string string_or(const char* key, const std::string& fallback) const {
-    const json* v = find(key);
-    if (!v) return fallback;
-    if (!v->is_string())
-      throw_error<ConfigError>("{}: field '{}' must be a string, got {}", file_, key, v->dump());
-    return v->get<std::string>();
+    return typed_or<std::string>(key, fallback, &json::is_string, "a string");
   }
   // bos/eos: an int, a list of ints, or null/absent (empty).
   std::vector<int64_t> id_list(const char* key) const {
@@ -74,6 +62,15 @@ class Fields {
   const std::string& file() const { return file_; }
 
  private:
+  template <class T>
+  T typed_or(const char* key, T fallback, bool (json::*is)() const noexcept,
+             const char* what) const {
+    const json* v = find(key);
+    if (!v) return fallback;
+    if (!(v->*is)())
+      throw_error<ConfigError>("{}: field '{}' must be {}, got {}", file_, key, what, v->dump());
+    return v->get<T>();
+  }
   int64_t as_int(const json& v, const char* key) const {
     if (v.is_number_integer()) return v.get<int64_t>();
     // Some exporters write integral values as floats (e.g. 8192.0).

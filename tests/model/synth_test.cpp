@@ -13,6 +13,7 @@
 #include "tessera/core/error.h"
 #include "tessera/model/model_dir.h"
 #include "tessera/model/synth.h"
+#include "tessera/model/tokenizer.h"
 
 namespace tessera::model {
 namespace {
@@ -142,6 +143,23 @@ TEST(Synth, TokenizerJsonStructure) {
   auto shared = nlohmann::json::parse(synthetic_tokenizer_json(151643, 151643));
   ASSERT_EQ(shared.at("added_tokens").size(), 1u);
   EXPECT_EQ(shared.at("added_tokens")[0].at("content"), "<|endoftext|>");
+}
+
+// The synthetic tokenizer through tessera's own tokenizer: BOS prepended,
+// frequent corpus words are single tokens, decode inverts encode.
+TEST(Synth, TokenizerEncodesWithTesseraTokenizer) {
+  TempDir d;
+  write_synthetic_model(preset("tiny"), d / "m", 1);
+  Tokenizer tok = Tokenizer::from_file(d / "m" / "tokenizer.json");
+  EXPECT_EQ(tok.vocab_size(), kSynthVocabSize);
+  const std::string text = "Once upon a time the light was burning. 12 \xF0\x9F\x99\x82 caf\xC3\xA9";
+  auto ids = tok.encode(text);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids[0], 510);
+  EXPECT_LT(ids.size(), text.size() / 2);  // merges learned from the corpus apply
+  for (int32_t id : ids) EXPECT_LT(id, kSynthVocabSize);
+  EXPECT_EQ(tok.decode(std::span(ids).subspan(1)), text);
+  EXPECT_TRUE(tok.token_to_id("\xC4\xA0the").has_value());
 }
 
 TEST(ModelDirLoad, MissingDirectoryAndConfig) {
