@@ -2,9 +2,12 @@
 // connections and cores, then run them round robin until nothing moves.
 #include "tessera/npu/simulator.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "simulator_state.h"
+#include "tessera/core/threads.h"
 #include "tessera/npu/validator.h"
 
 namespace tessera::npu {
@@ -50,11 +53,59 @@ void build_pools(sim::LaunchState& st, std::map<TileCoord, std::vector<std::byte
   for (const auto& ch : st.layout.channels) st.stats.channels.push_back({ch.tile, ch.s2mm, ch.index, ch.fifo, 0});
 }
 
+// Cores that share a pool (shared-memory FIFOs) must run in one sequence;
+// other groups touch disjoint memory and cursors, so they may run on host
+// threads with results identical to the serial order.
+std::vector<std::vector<size_t>> core_groups(const sim::LaunchState& st) {
+  std::vector<size_t> parent(st.cores.size());
+  for (size_t i = 0; i < parent.size(); ++i) parent[i] = i;
+  auto root = [&](size_t i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  std::map<int, size_t> pool_owner;
+  for (size_t i = 0; i < st.cores.size(); ++i)
+    for (const auto& p : st.cores[i].ports) {
+      auto [it, fresh] = pool_owner.emplace(p.pool, i);
+      if (!fresh) parent[root(i)] = root(it->second);
+    }
+  std::map<size_t, std::vector<size_t>> by_root;
+  for (size_t i = 0; i < st.cores.size(); ++i) by_root[root(i)].push_back(i);
+  std::vector<std::vector<size_t>> groups;
+  for (auto& [r, g] : by_root) groups.push_back(std::move(g));
+  return groups;
+}
+
+// Threads pay off only when kernels do real work per call (GEMM / GEMV
+// blocks); copies and tiny kernels run faster serially than a thread spawn.
+bool worth_threads(const sim::LaunchState& st, size_t groups) {
+  if (groups < 2 || thread_count() < 2) return false;
+  constexpr int64_t kMinWork = 4096;
+  for (const auto& c : st.cores)
+    for (const auto& in : c.code)
+      if (in.macs >= kMinWork) return true;
+  return false;
+}
+
+bool run_cores(sim::LaunchState& st, const std::vector<std::vector<size_t>>& groups, bool threaded) {
+  std::vector<char> moved(groups.size(), 0);
+  auto body = [&](size_t b, size_t e) {
+    for (size_t g = b; g < e; ++g)
+      for (size_t i : groups[g])
+        if (!st.cores[i].done) moved[g] |= sim::run_core(st, st.cores[i]);
+  };
+  if (threaded)
+    parallel_for(groups.size(), body);
+  else
+    body(0, groups.size());
+  return std::find(moved.begin(), moved.end(), 1) != moved.end();
+}
+
 void schedule(sim::LaunchState& st) {
+  auto groups = core_groups(st);
+  bool threaded = worth_threads(st, groups.size());
   for (;;) {
-    bool progress = false;
-    for (auto& c : st.cores)
-      if (!c.done) progress |= sim::run_core(st, c);
+    bool progress = run_cores(st, groups, threaded);
     for (auto& c : st.conns) progress |= sim::run_connection(st, c);
     if (!progress) break;
   }
