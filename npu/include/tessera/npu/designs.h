@@ -5,13 +5,16 @@
 // throws DesignError naming the shape and the tile when it does not fit; the
 // result still has to pass validate(). Host buffers are row-major.
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "tessera/core/bf16.h"
 #include "tessera/npu/design.h"
 #include "tessera/npu/device_spec.h"
 #include "tessera/npu/kernel_registry.h"
+#include "tessera/npu/timing.h"
 
 namespace tessera::npu {
 
@@ -70,5 +73,51 @@ std::vector<bf16> reference_gemm(std::span<const bf16> a, std::span<const bf16> 
                                  int64_t M, int64_t K, int64_t N);
 std::vector<bf16> reference_gemv(std::span<const bf16> a, std::span<const bf16> x,
                                  int64_t M, int64_t K);
+
+// A published measurement (hardware.md) the timing model is compared with and
+// calibrated against: the design that reproduces it and how to read the
+// predicted figure off a timing estimate.
+struct Microbenchmark {
+  std::string name;
+  std::string unit;   // "GB/s" | "TFLOPS" | "us"
+  double published = 0;
+  std::string source;
+  std::function<Design(const DeviceSpec&)> build;
+  std::function<double(const DispatchTiming&)> metric;
+};
+const std::vector<Microbenchmark>& published_microbenchmarks();
+
+struct Prediction {
+  std::string name, unit, bound;
+  double published = 0, predicted = 0;
+  double relative_error = 0;  // predicted / published - 1
+  double seconds = 0;
+};
+std::vector<Prediction> predict(const std::vector<Microbenchmark>& benches,
+                                const DeviceSpec& spec, const KernelRegistry& registry);
+
+// Fits the calibratable fields of DeviceSpec (field_sources(): clock, stream
+// port width, bf16 MAC/cycle, DDR share, dispatch overhead and the efficiency
+// of each kernel the benchmarks call), each inside its published range, to
+// minimise the sum of squared log errors; coordinate search over a grid per
+// field, deterministic. The result's name is "<base>-calibrated".
+struct Calibration {
+  DeviceSpec spec;
+  double loss_before = 0, loss_after = 0;
+  std::vector<Prediction> before, after;
+};
+Calibration calibrate(const DeviceSpec& base, const std::vector<Microbenchmark>& benches,
+                      const KernelRegistry& registry);
+
+// Runs each design family at a reduced size on the simulator against the plain
+// references (what bench-device prints to show the designs work).
+struct FunctionalCheck {
+  std::string design;
+  bool pass = false;
+  double max_abs_error = 0;
+  int64_t simulated_bytes = 0, simulated_macs = 0;
+};
+std::vector<FunctionalCheck> run_functional_checks(const DeviceSpec& spec,
+                                                   const KernelRegistry& registry);
 
 }  // namespace tessera::npu
