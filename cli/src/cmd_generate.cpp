@@ -1,0 +1,132 @@
+// tessera generate: text generation on the CPU FP32 oracle, streamed to stdout
+// as tokens arrive; timing goes to stderr so stdout is only the generated text.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "command.h"
+#include "tessera/core/error.h"
+#include "tessera/model/model_dir.h"
+#include "tessera/model/tokenizer.h"
+#include "tessera/oracle/oracle.h"
+#include "tessera/runtime/sampler.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct GenerateArgs {
+  std::string model_dir;
+  std::string prompt;
+  int64_t max_tokens = 64;
+  bool print_ids = false;
+  tessera::runtime::SamplingOptions sampling;
+};
+
+// Emits the growing decoded text without splitting a multi-byte character:
+// text that currently ends in U+FFFD (an incomplete UTF-8 sequence decoded
+// lossily) is held back until a later token completes it or generation ends.
+class TextStream {
+ public:
+  std::string next(const std::string& full, bool final) {
+    static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+    size_t stable = full.size();
+    if (!final)
+      while (stable >= kReplacement.size() &&
+             std::string_view(full).substr(stable - kReplacement.size(), kReplacement.size()) ==
+                 kReplacement)
+        stable -= kReplacement.size();
+    const size_t common = std::mismatch(emitted_.begin(), emitted_.end(), full.begin(),
+                                        full.begin() + static_cast<ptrdiff_t>(stable))
+                              .first -
+                          emitted_.begin();
+    if (common < emitted_.size() || stable <= emitted_.size()) return {};
+    std::string out = full.substr(emitted_.size(), stable - emitted_.size());
+    emitted_ = full.substr(0, stable);
+    return out;
+  }
+
+ private:
+  std::string emitted_;
+};
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+std::string rate(int64_t n, double s) {
+  return s > 0 && n > 0 ? fmt::format("{:.2f} tok/s", static_cast<double>(n) / s) : "n/a";
+}
+
+int run(const GenerateArgs& a) {
+  using namespace tessera;
+  runtime::Sampler sampler(a.sampling);  // validates the options before any loading
+  const std::filesystem::path dir(a.model_dir);
+  model::ModelDir md = model::load_model_dir(dir);
+  const auto tok = model::Tokenizer::from_file(dir / "tokenizer.json");
+  const std::vector<int32_t> prompt = tok.encode(a.prompt, true);
+  if (prompt.empty()) throw_error<UsageError>("the prompt encodes to no tokens");
+  const oracle::Oracle oracle(md.config, md.weights);
+  oracle::KvCache cache = oracle.new_cache();
+  const auto& eos = md.config.eos_token_ids;
+
+  const auto t0 = Clock::now();
+  Tensor logits = oracle.forward(prompt, cache);
+  const auto t1 = Clock::now();
+  std::vector<int32_t> generated;
+  TextStream stream;
+  int64_t decode_steps = 0;
+  bool stopped_at_eos = false;
+  while (static_cast<int64_t>(generated.size()) < a.max_tokens) {
+    const int32_t next = sampler.sample(logits.as<float>());
+    if (std::find(eos.begin(), eos.end(), next) != eos.end()) {
+      stopped_at_eos = true;
+      break;
+    }
+    generated.push_back(next);
+    std::fputs(stream.next(tok.decode(generated, true), false).c_str(), stdout);
+    std::fflush(stdout);
+    if (static_cast<int64_t>(generated.size()) == a.max_tokens) break;
+    logits = oracle.forward(std::span(&next, 1), cache);
+    ++decode_steps;
+  }
+  const auto t2 = Clock::now();
+  std::fputs(stream.next(tok.decode(generated, true), true).c_str(), stdout);
+  std::fputs("\n", stdout);
+  std::fflush(stdout);
+  std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%s); generation: %zu tokens, %lld decode "
+               "steps in %.3f s (%s)%s\n",
+               prompt.size(), seconds(t1 - t0),
+               rate(static_cast<int64_t>(prompt.size()), seconds(t1 - t0)).c_str(),
+               generated.size(), static_cast<long long>(decode_steps), seconds(t2 - t1),
+               rate(decode_steps, seconds(t2 - t1)).c_str(), stopped_at_eos ? ", stopped at EOS" : "");
+  if (a.print_ids) std::fprintf(stderr, "ids: %s\n", fmt::format("{}", fmt::join(generated, ",")).c_str());
+  return 0;
+}
+
+tessera::cli::Action setup(CLI::App& app) {
+  auto args = std::make_shared<GenerateArgs>();
+  auto* sub = app.add_subcommand("generate", "Generate text with the CPU FP32 oracle");
+  sub->add_option("-m,--model", args->model_dir, "Hugging Face model directory")
+      ->required();
+  sub->add_option("-p,--prompt", args->prompt, "Prompt text")->required();
+  sub->add_option("-n,--max-tokens", args->max_tokens, "Tokens to generate at most")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--seed", args->sampling.seed, "Sampling seed")->capture_default_str();
+  sub->add_option("--temperature", args->sampling.temperature, "0 = greedy")
+      ->capture_default_str();
+  sub->add_option("--top-k", args->sampling.top_k, "Keep the K most likely tokens (0 = all)")
+      ->capture_default_str();
+  sub->add_option("--top-p", args->sampling.top_p, "Nucleus mass to keep (1 = all)")
+      ->capture_default_str();
+  sub->add_flag("--print-ids", args->print_ids, "Also print the generated token ids to stderr");
+  return [args] { return run(*args); };
+}
+TESSERA_COMMAND("generate", setup);
+
+}  // namespace
