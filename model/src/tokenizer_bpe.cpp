@@ -40,6 +40,15 @@ BpeModel::BpeModel(const json& model, const std::string& where) {
   suffix_ = optional_string(model, "end_of_word_suffix", where);
   load_vocab(field(model, "vocab", where), where + ".vocab");
   load_merges(field(model, "merges", where), where + ".merges");
+  if (prefix_.empty() && suffix_.empty()) {
+    char_ids_.assign(kCharTable, -1);
+    std::string ch;
+    for (char32_t cp = 0; cp < kCharTable; ++cp) {
+      ch.clear();
+      append_utf8(ch, cp);
+      if (auto id = token_to_id(ch)) char_ids_[cp] = *id;
+    }
+  }
   std::string unk = optional_string(model, "unk_token", where);
   if (!unk.empty()) {
     auto id = token_to_id(unk);
@@ -73,7 +82,9 @@ void BpeModel::load_vocab(const json& vocab, const std::string& where) {
 
 void BpeModel::load_merges(const json& merges, const std::string& where) {
   if (!merges.is_array()) throw_error<TokenizerError>("{}: must be an array", where);
-  merges_.reserve(merges.size());
+  size_t cap = 16;
+  while (cap < 2 * merges.size()) cap *= 2;
+  merge_table_.assign(cap, MergeSlot{});
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const json& m = merges[rank];
     std::string a, b;
@@ -103,12 +114,31 @@ void BpeModel::load_merges(const json& merges, const std::string& where) {
     if (!inew)
       throw_error<TokenizerError>("{}[{}]: merge '{} {}' produces '{}', which is not in the vocab",
                                   where, rank, a, b, merged);
-    auto [it, fresh] = merges_.emplace(pair_key(*ia, *ib),
-                                       MergeTarget{static_cast<int32_t>(rank), *inew});
-    if (!fresh)
+    MergeSlot& slot = merge_slot(pair_key(*ia, *ib));
+    if (slot.key != kEmptyKey)
       throw_error<TokenizerError>("{}[{}]: merge '{} {}' repeats merge {}", where, rank, a, b,
-                                  it->second.rank);
+                                  slot.rank);
+    slot = {pair_key(*ia, *ib), static_cast<int32_t>(rank), *inew};
+    ++merge_count_;
   }
+}
+
+// The slot holding key, or the empty slot where it belongs (linear probing;
+// the table is at most half full, so a probe sequence always ends).
+BpeModel::MergeSlot& BpeModel::merge_slot(uint64_t key) {
+  return const_cast<MergeSlot&>(*find_merge(static_cast<int32_t>(key >> 32),
+                                            static_cast<int32_t>(key & 0xffffffffu)));
+}
+
+const BpeModel::MergeSlot* BpeModel::find_merge(int32_t a, int32_t b) const {
+  const uint64_t key = pair_key(a, b);
+  uint64_t h = key;  // splitmix64 finaliser: ids are small and dense
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+  h ^= h >> 31;
+  const size_t mask = merge_table_.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask)
+    if (merge_table_[i].key == key || merge_table_[i].key == kEmptyKey) return &merge_table_[i];
 }
 
 std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
@@ -156,7 +186,13 @@ std::vector<int32_t> BpeModel::initial_symbols(std::string_view word) const {
   std::string buf;
   for (size_t i = 0; i < word.size();) {
     const size_t b = i;
-    next_code_point(word, i);
+    const char32_t cp = next_code_point(word, i);
+    if (cp < char_ids_.size() && char_ids_[cp] >= 0) {
+      if (pending_unk >= 0) ids.push_back(pending_unk);
+      pending_unk = -1;
+      ids.push_back(char_ids_[cp]);
+      continue;
+    }
     std::string_view ch = word.substr(b, i - b);
     if ((b > 0 && !prefix_.empty()) || (i >= word.size() && !suffix_.empty())) {
       buf.assign(b > 0 ? prefix_ : std::string());
@@ -198,8 +234,8 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) cons
   std::priority_queue<Cand, std::vector<Cand>, std::greater<>> queue;
   auto push_pair = [&](int pos) {
     if (pos < 0 || next[pos] < 0) return;
-    auto it = merges_.find(pair_key(sym[pos], sym[next[pos]]));
-    if (it != merges_.end()) queue.push({it->second.rank, pos, it->second.new_id});
+    const MergeSlot* m = find_merge(sym[pos], sym[next[pos]]);
+    if (m->key != kEmptyKey) queue.push({m->rank, pos, m->new_id});
   };
   for (int i = 0; i + 1 < n; ++i) push_pair(i);
   while (!queue.empty()) {
@@ -209,8 +245,8 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) cons
     // pair at pos still merges into the same new id.
     if (!alive[top.pos] || next[top.pos] < 0) continue;
     const int right = next[top.pos];
-    auto it = merges_.find(pair_key(sym[top.pos], sym[right]));
-    if (it == merges_.end() || it->second.new_id != top.new_id) continue;
+    const MergeSlot* m = find_merge(sym[top.pos], sym[right]);
+    if (m->key == kEmptyKey || m->new_id != top.new_id) continue;
     sym[top.pos] = top.new_id;
     alive[right] = false;
     next[top.pos] = next[right];

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Times HF tokenizers (Rust, via PyPI `tokenizers`) encoding the two ~1 MB texts
 bench/tokenizer_bench.cpp uses, single thread, one encode() call per text (no
-encode_batch), and prints MB/s (1e6 bytes) and MiB/s (Google Benchmark's
+encode_batch), measuring CPU time (process_time, as Google Benchmark's
+bytes_per_second does; the machine may be shared), and prints MB/s (1e6 bytes) and MiB/s (Google Benchmark's
 bytes_per_second, printed as "M/s", counts in MiB).
 
 Usage: RAYON_NUM_THREADS=1 /tmp/venv-tok/bin/python tools/reference/time_hf_tokenizers.py
@@ -64,9 +65,9 @@ def main():
             tok.encode(text, add_special_tokens=False)  # warm up, like the benchmark's first run
             times = []
             for _ in range(5):
-                t0 = time.perf_counter()
+                t0 = time.process_time()
                 ids = tok.encode(text, add_special_tokens=False).ids
-                times.append(time.perf_counter() - t0)
+                times.append(time.process_time() - t0)
             best = min(times)
             print(f"{name:7s} {which:13s} {nbytes} bytes {len(ids)} tokens "
                   f"best {best * 1e3:.1f} ms  {nbytes / best / 1e6:.2f} MB/s  "

@@ -95,17 +95,23 @@ class BpeModel {
   const std::string* id_to_token(int32_t id) const;  // nullptr if absent
   int64_t size() const { return static_cast<int64_t>(vocab_.size()); }
   int64_t id_limit() const { return static_cast<int64_t>(tokens_.size()); }
-  size_t merge_count() const { return merges_.size(); }
+  size_t merge_count() const { return merge_count_; }
   bool ignore_merges() const { return ignore_merges_; }
 
  private:
-  struct MergeTarget {
-    int32_t rank;
-    int32_t new_id;
+  // Merges live in an open-addressing table: at 100k-300k merges the lookup
+  // is a cache miss either way, and one probe beats a node-based map's chain.
+  struct MergeSlot {
+    uint64_t key = kEmptyKey;
+    int32_t rank = 0;
+    int32_t new_id = 0;
   };
+  static constexpr uint64_t kEmptyKey = ~uint64_t{0};  // ids are >= 0, so never a real pair
   static uint64_t pair_key(int32_t a, int32_t b) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
+  const MergeSlot* find_merge(int32_t a, int32_t b) const;
+  MergeSlot& merge_slot(uint64_t key);
   void load_vocab(const json& vocab, const std::string& where);
   void load_merges(const json& merges, const std::string& where);
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
@@ -114,7 +120,12 @@ class BpeModel {
   TokenMap vocab_;
   std::vector<std::string> tokens_;  // by id; "" where an id has no token
   std::vector<bool> has_id_;
-  std::unordered_map<uint64_t, MergeTarget> merges_;
+  std::vector<MergeSlot> merge_table_;
+  size_t merge_count_ = 0;
+  // Id of every code point below kCharTable that is a token by itself (-1
+  // otherwise): the first step of every word, without hashing strings.
+  static constexpr char32_t kCharTable = 0x400;
+  std::vector<int32_t> char_ids_;
   std::optional<int32_t> unk_id_;
   bool fuse_unk_ = false;
   bool ignore_merges_ = false;
