@@ -55,6 +55,12 @@ struct BuiltOp {
   // Read logical output i back as row-major FP32.
   std::function<std::vector<float>(size_t output, const npu::HostMemory& host)> unpack;
   TileOptions tiles;  // the tile sizes actually chosen
+  // Runtime arguments, as XRT hands them to a runtime sequence: when set,
+  // run_op calls it after pack() and runs the design it returns, in which DMA
+  // offsets that depend on packed input values are filled in (embedding ids
+  // select table rows). `design` holds the same transfers with those offsets
+  // at 0, so validation and timing do not depend on the values.
+  std::function<npu::Design(const npu::Design& design, const npu::HostMemory& host)> patch;
 };
 
 class OpBuilder {

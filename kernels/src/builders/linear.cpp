@@ -1,0 +1,280 @@
+// The linear builder's design, packing and registration (dataflows in
+// kernels/builders/linear.h, tile choice in linear_plan.cpp).
+#include "tessera/kernels/builders/linear.h"
+
+#include <algorithm>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "tessera/kernels/builders/builder_support.h"
+#include "tessera/npu/builder.h"
+
+namespace tessera::kernels {
+namespace {
+
+using npu::CoreOp;
+using npu::TileCoord;
+namespace b = npu::build;
+
+TileCoord shim(int c) { return {c, 0}; }
+TileCoord mem(const npu::DeviceSpec& s, int c) { return {c, s.shim_rows}; }
+TileCoord core(const npu::DeviceSpec& s, int c, int r) {
+  return {c, s.shim_rows + s.mem_rows + r};
+}
+
+std::string x_host(int r) { return fmt::format("x_r{}", r); }
+std::string w_host(int c) { return fmt::format("w_c{}", c); }
+std::string y_host(int c) { return fmt::format("y_c{}", c); }
+// The FIFO a tile reads x / w from.
+std::string x_fifo(const LinearPlan& p, int r) { return p.gemm ? fmt::format("x{}", r) : "x"; }
+std::string w_fifo(const LinearPlan& p, int c, int r) {
+  return p.gemm ? fmt::format("w{}_l1", c) : fmt::format("w{}_{}", c, r);
+}
+
+void add_fifos(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec) {
+  const int xdepth = p.kb == 1 ? 1 : 2;
+  const int64_t xobj = p.m * p.k * 2, wobj = p.n * p.k * 2, yobj = p.m * p.n * 2;
+  if (p.gemm) {
+    for (int r = 0; r < p.R; ++r) {
+      std::vector<TileCoord> row;
+      for (int c = 0; c < p.C; ++c) row.push_back(core(spec, c, r));
+      l.fifos.push_back(b::fifo(x_fifo(p, r), shim(r), row, xobj, xdepth));
+    }
+  } else {
+    std::vector<TileCoord> all;
+    for (int c = 0; c < p.C; ++c)
+      for (int r = 0; r < p.R; ++r) all.push_back(core(spec, c, r));
+    l.fifos.push_back(b::fifo("x", shim(0), all, xobj, xdepth));
+  }
+  for (int c = 0; c < p.C; ++c) {
+    std::string w = fmt::format("w{}", c), y = fmt::format("y{}", c);
+    l.fifos.push_back(b::fifo(w, shim(c), {mem(spec, c)}, p.Rn() * wobj, 2));
+    npu::Link wl{mem(spec, c), {w}, {}, {}};
+    if (p.gemm) {
+      std::vector<TileCoord> col;
+      for (int r = 0; r < p.R; ++r) col.push_back(core(spec, c, r));
+      l.fifos.push_back(b::fifo(w_fifo(p, c, 0), mem(spec, c), col, wobj, 2));
+      wl.outputs.push_back(w_fifo(p, c, 0));
+      wl.offsets_bytes.push_back(0);
+    } else {
+      for (int r = 0; r < p.R; ++r) {
+        l.fifos.push_back(b::fifo(w_fifo(p, c, r), mem(spec, c), {core(spec, c, r)}, wobj, 2));
+        wl.outputs.push_back(w_fifo(p, c, r));
+        wl.offsets_bytes.push_back(r * wobj);
+      }
+    }
+    l.links.push_back(std::move(wl));
+    npu::Link yl{mem(spec, c), {}, {y}, {}};
+    for (int r = 0; r < p.R; ++r) {
+      std::string yr = fmt::format("y{}_{}", c, r);
+      l.fifos.push_back(b::fifo(yr, core(spec, c, r), {mem(spec, c)}, yobj, 2));
+      yl.inputs.push_back(yr);
+      yl.offsets_bytes.push_back(r * yobj);
+    }
+    l.fifos.push_back(b::fifo(y, mem(spec, c), {shim(c)}, p.R * yobj, 2));
+    l.links.push_back(std::move(yl));
+  }
+}
+
+// One output block of a tile: kb K steps into the fp32 accumulator (or one
+// fused gemv call for m = 1 with the whole K), then the bf16 y object.
+std::vector<CoreOp> block_program(const LinearPlan& p, const std::string& x, const std::string& w,
+                                  const std::string& y) {
+  const bool vec = p.m == 1;
+  npu::KernelParams kp = vec ? npu::KernelParams{{"n", p.n}, {"k", p.k}}
+                             : npu::KernelParams{{"m", p.m}, {"k", p.k}, {"n", p.n},
+                                                 {"b_layout", std::string("nk")}};
+  auto args = [&](const std::string& out) {
+    return vec ? std::vector<std::string>{w, x, out} : std::vector<std::string>{x, w, out};
+  };
+  npu::KernelParams fin{{"count", p.m * p.n}};
+  if (p.kb == 1) {
+    std::vector<CoreOp> ops = {b::acquire_in(w), b::acquire_out(y)};
+    if (vec) {
+      ops.push_back(b::call("gemv", args(y), kp));
+    } else {
+      ops.push_back(b::call("gemm_init", args("acc"), kp));
+      ops.push_back(b::call("gemm_finalize", {"acc", y}, fin));
+    }
+    ops.push_back(b::release_in(w));
+    ops.push_back(b::release_out(y));
+    return ops;
+  }
+  auto step = [&](const char* kernel) {
+    return std::vector<CoreOp>{b::acquire_in(x), b::acquire_in(w), b::call(kernel, args("acc"), kp),
+                               b::release_in(x), b::release_in(w)};
+  };
+  std::vector<CoreOp> ops = step(vec ? "gemv_init" : "gemm_init");
+  ops.push_back(b::loop(p.kb - 1, step(vec ? "gemv_acc" : "gemm_acc")));
+  ops.push_back(b::acquire_out(y));
+  ops.push_back(b::call("gemm_finalize", {"acc", y}, fin));
+  ops.push_back(b::release_out(y));
+  return ops;
+}
+
+void add_cores(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec, int64_t steps) {
+  const bool acc = !(p.m == 1 && p.kb == 1);
+  for (int c = 0; c < p.C; ++c)
+    for (int r = 0; r < p.R; ++r) {
+      TileCoord t = core(spec, c, r);
+      std::string x = x_fifo(p, r), y = fmt::format("y{}_{}", c, r);
+      if (acc) l.buffers.push_back({"acc", t, p.m * p.n * 4, -1});
+      std::vector<CoreOp> s_body;
+      if (p.kb == 1) s_body.push_back(b::acquire_in(x));  // resident for the whole M step
+      s_body.push_back(b::loop(p.NB, block_program(p, x, w_fifo(p, c, r), y)));
+      if (p.kb == 1) s_body.push_back(b::release_in(x));
+      l.cores.push_back({t, {b::loop(steps, std::move(s_body))}});
+    }
+}
+
+void add_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec, int64_t s0,
+                  int64_t steps) {
+  const int64_t x_step = p.kb * p.m * p.k;  // elements of one M step of one row group
+  const int64_t x_total = p.S * x_step;
+  for (int r = 0; r < p.Rm(); ++r) {
+    std::string what = fmt::format("linear x row group {}", r);
+    std::string f = p.gemm ? x_fifo(p, r) : "x";
+    if (p.kb == 1) {
+      l.sequence.push_back(b::to_device(
+          f, x_host(r), span_pattern(s0 * x_step, steps * x_step, x_total, 1, spec, what)));
+      continue;
+    }
+    // Re-streamed once per output block of the step: NB repeats, in BD-sized runs.
+    for (int64_t s = s0; s < s0 + steps; ++s)
+      for (int64_t done = 0; done < p.NB; done += spec.bd_max_repeat) {
+        int64_t rep = std::min(spec.bd_max_repeat, p.NB - done);
+        l.sequence.push_back(
+            b::to_device(f, x_host(r), span_pattern(s * x_step, x_step, x_total, rep, spec, what)));
+      }
+  }
+  const int64_t y_step = p.NB * p.R * p.m * p.n;
+  for (int c = 0; c < p.C; ++c) {
+    npu::AccessPattern wp;
+    wp.repeat = steps;  // the whole column's weights once per M step
+    l.sequence.push_back(b::to_device(fmt::format("w{}", c), w_host(c), wp));
+    l.sequence.push_back(b::from_device(
+        fmt::format("y{}", c), y_host(c),
+        span_pattern(s0 * y_step, steps * y_step, p.S * y_step, 1, spec, "linear y")));
+  }
+}
+
+npu::Design make_design(const LinearPlan& p, const npu::DeviceSpec& spec) {
+  npu::Design d;
+  d.name = fmt::format("linear_M{}_K{}_N{}_{}_{}x{}x{}", p.M, p.K, p.N, p.gemm ? "gemm" : "gemv",
+                       p.m, p.k, p.n);
+  for (int r = 0; r < p.Rm(); ++r) d.host_buffers.push_back({x_host(r), p.S * p.kb * p.m * p.k * 2, 2});
+  for (int c = 0; c < p.C; ++c) {
+    d.host_buffers.push_back({w_host(c), p.NB * p.kb * p.Rn() * p.n * p.k * 2, 2});
+    d.host_buffers.push_back({y_host(c), p.S * p.NB * p.R * p.m * p.n * 2, 2});
+  }
+  for (int64_t s0 = 0; s0 < p.S; s0 += p.s_per_launch) {
+    int64_t steps = std::min(p.s_per_launch, p.S - s0);
+    npu::Launch l;
+    l.name = fmt::format("linear_s{}", s0);
+    add_fifos(l, p, spec);
+    add_cores(l, p, spec, steps);
+    add_sequence(l, p, spec, s0, steps);
+    d.launches.push_back(std::move(l));
+  }
+  return d;
+}
+
+// Copies values[row, col0 .. col0 + len) (clipped to `cols`) to dst as bf16.
+void put_row(const float* src_row, int64_t col0, int64_t len, int64_t cols, bf16* dst) {
+  int64_t valid = std::min(len, cols - col0);
+  for (int64_t e = 0; e < valid; ++e) dst[e] = f32_to_bf16(src_row[col0 + e]);
+}
+
+void pack_x(const LinearPlan& p, const npu::Design& d, std::span<const float> x,
+            npu::HostMemory& host) {
+  for (int r = 0; r < p.Rm(); ++r) {
+    bf16* dst = host_bf16(d, x_host(r), host);
+    for (int64_t s = 0; s < p.S; ++s)
+      for (int64_t i = 0; i < p.m; ++i) {
+        int64_t row = (s * p.Rm() + r) * p.m + i;
+        if (row >= p.M) continue;
+        for (int64_t j = 0; j < p.kb && j * p.k < p.K; ++j)
+          put_row(x.data() + row * p.K, j * p.k, p.k, p.K, dst + ((s * p.kb + j) * p.m + i) * p.k);
+      }
+  }
+}
+
+void pack_w(const LinearPlan& p, const npu::Design& d, std::span<const float> w,
+            npu::HostMemory& host) {
+  const int Rn = p.Rn();
+  for (int c = 0; c < p.C; ++c) {
+    bf16* dst = host_bf16(d, w_host(c), host);
+    for (int64_t bb = 0; bb < p.NB; ++bb)
+      for (int rn = 0; rn < Rn; ++rn)
+        for (int64_t i = 0; i < p.n; ++i) {
+          int64_t nrow = ((c * p.NB + bb) * Rn + rn) * p.n + i;
+          if (nrow >= p.N) continue;
+          for (int64_t j = 0; j < p.kb && j * p.k < p.K; ++j)
+            put_row(w.data() + nrow * p.K, j * p.k, p.k, p.K,
+                    dst + (((bb * p.kb + j) * Rn + rn) * p.n + i) * p.k);
+        }
+  }
+}
+
+std::vector<float> unpack_y(const LinearPlan& p, const npu::Design& d,
+                            const npu::HostMemory& host) {
+  std::vector<float> y(static_cast<size_t>(p.M * p.N));
+  for (int c = 0; c < p.C; ++c) {
+    const bf16* src = host_bf16(d, y_host(c), host);
+    for (int64_t s = 0; s < p.S; ++s)
+      for (int64_t bb = 0; bb < p.NB; ++bb)
+        for (int r = 0; r < p.R; ++r) {
+          int64_t row0 = p.gemm ? (s * p.R + r) * p.m : s * p.m;
+          int64_t col0 = p.gemm ? (c * p.NB + bb) * p.n : ((c * p.NB + bb) * p.R + r) * p.n;
+          if (col0 >= p.N) continue;
+          int64_t cols = std::min(p.n, p.N - col0);
+          const bf16* blk = src + ((s * p.NB + bb) * p.R + r) * p.m * p.n;
+          for (int64_t i = 0; i < p.m && row0 + i < p.M; ++i)
+            for (int64_t e = 0; e < cols; ++e)
+              y[(row0 + i) * p.N + col0 + e] = bf16_to_f32(blk[i * p.n + e]);
+        }
+  }
+  return y;
+}
+
+class LinearBuilder : public OpBuilder {
+ public:
+  std::string op() const override { return "linear"; }
+  BuiltOp build(const OpShape& shape, const npu::DeviceSpec& spec,
+                const TileOptions& tiles) const override {
+    return build_linear(shape, spec, tiles);
+  }
+};
+
+}  // namespace
+
+BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec, const TileOptions& tiles) {
+  const int64_t M = shape.dim("M"), K = shape.dim("K"), N = shape.dim("N");
+  LinearPlan p = plan_linear(M, K, N, spec, tiles);
+  BuiltOp out;
+  out.shape = shape;
+  out.design = make_design(p, spec);
+  validate_design(out.design, spec);
+  out.inputs = {{"x", {M, K}}, {"w", {N, K}}};
+  out.outputs = {{"y", {M, N}}};
+  out.tiles = {{"gemm", p.gemm ? 1 : 0}, {"m", p.m}, {"k", p.k}, {"n", p.n},
+               {"columns", p.C}, {"rows", p.R}};
+  // pack / unpack only need the host buffer declarations; a shared copy keeps
+  // them valid however the BuiltOp is moved.
+  auto design = std::make_shared<npu::Design>(out.design);
+  out.pack = [p, design](size_t input, std::span<const float> v, npu::HostMemory& host) {
+    if (input == 0)
+      pack_x(p, *design, v, host);
+    else
+      pack_w(p, *design, v, host);
+  };
+  out.unpack = [p, design](size_t, const npu::HostMemory& host) {
+    return unpack_y(p, *design, host);
+  };
+  return out;
+}
+
+void register_linear_builder() { register_op_builder(std::make_unique<LinearBuilder>()); }
+
+}  // namespace tessera::kernels
