@@ -40,6 +40,8 @@ struct Case {
   std::vector<const char*> expect;
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 Launch& L(Design& d) { return d.launches[0]; }
 Fifo& F(Design& d, const char* name) {
   for (auto& f : L(d).fifos)
