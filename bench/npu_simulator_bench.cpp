@@ -60,7 +60,7 @@ void BM_memcpy(benchmark::State& state) {
   p.through_core = true;
   run_design(state, memcpy_design(p, DeviceSpec::preset("xdna2")));
 }
-BENCHMARK(BM_memcpy)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_gemv(benchmark::State& state) {
   GemvParams p;
@@ -69,7 +69,7 @@ void BM_gemv(benchmark::State& state) {
   p.columns = 8;
   run_design(state, gemv_design(p, DeviceSpec::preset("xdna2")));
 }
-BENCHMARK(BM_gemv)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_gemv)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_gemm(benchmark::State& state) {
   GemmParams p;
@@ -77,7 +77,7 @@ void BM_gemm(benchmark::State& state) {
   p.columns = 4;
   run_design(state, gemm_design(p, DeviceSpec::preset("xdna2")));
 }
-BENCHMARK(BM_gemm)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_gemm)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace tessera::npu

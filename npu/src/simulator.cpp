@@ -80,7 +80,7 @@ std::vector<std::vector<size_t>> core_groups(const sim::LaunchState& st) {
 // blocks); copies and tiny kernels run faster serially than a thread spawn.
 bool worth_threads(const sim::LaunchState& st, size_t groups) {
   if (groups < 2 || thread_count() < 2) return false;
-  constexpr int64_t kMinWork = 4096;
+  constexpr int64_t kMinWork = 1 << 16;  // a 64 x 64 x 16 block; a GEMV row (8K MACs) is too small
   for (const auto& c : st.cores)
     for (const auto& in : c.code)
       if (in.macs >= kMinWork) return true;
