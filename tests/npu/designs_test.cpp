@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "tessera/npu/designs.h"
 #include "tessera/npu/simulator.h"
 #include "tessera/npu/validator.h"
@@ -182,6 +184,33 @@ TEST(Designs, BrokenGemmIsCaught) {
     if (t.fifo == "B1") t.pattern.repeat = 1;
   HostMemory h2 = ref;
   EXPECT_THROW(Simulator(spec, registry()).run(dropped, h2), SimulationError);
+}
+
+}  // namespace
+}  // namespace tessera::npu
+
+namespace tessera::npu {
+namespace {
+
+// Calibration moves only calibratable fields, stays inside their ranges and
+// lowers the loss (a 1-column GEMV alone pins the stream port width).
+TEST(Designs, CalibrationFitsInsideRanges) {
+  DeviceSpec base = DeviceSpec::preset("xdna2");
+  std::vector<Microbenchmark> one = {published_microbenchmarks().at(0)};
+  Calibration c = calibrate(base, one, registry());
+  EXPECT_LT(c.loss_after, c.loss_before);
+  EXPECT_LT(std::abs(c.after.at(0).relative_error), 0.02);
+  EXPECT_EQ(c.spec.name, "xdna2-calibrated");
+  EXPECT_EQ(c.spec.columns, base.columns);
+  EXPECT_EQ(c.spec.compute.memory_bytes, base.compute.memory_bytes);
+  for (const auto& f : field_sources(base.family)) {
+    if (!f.calibratable || f.field == "kernel_efficiency") continue;
+    nlohmann::json j = c.spec.to_json();
+    double v = j.at(f.field).get<double>();
+    EXPECT_GE(v, f.min) << f.field;
+    EXPECT_LE(v, f.max) << f.field;
+  }
+  EXPECT_NO_THROW(c.spec.validate());
 }
 
 }  // namespace
