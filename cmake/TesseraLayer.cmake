@@ -31,16 +31,29 @@ function(tessera_layer name)
   add_library(tessera::${name} ALIAS tessera_${name})
   if(TESSERA_BUILD_TESTS)
     file(GLOB_RECURSE tsrcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/${name}/*.cpp)
+    # Files named *_slow_test.cpp hold tests that take more than ~10 s under
+    # ASan: their own executable, labelled `slow`, which the sanitizer run skips.
+    set(slow_srcs ${tsrcs})
+    list(FILTER slow_srcs INCLUDE REGEX "_slow_test\\.cpp$")
+    list(FILTER tsrcs EXCLUDE REGEX "_slow_test\\.cpp$")
     if(tsrcs)
-      add_executable(tessera_${name}_tests ${tsrcs})
-      target_link_libraries(tessera_${name}_tests PRIVATE tessera_${name} ${L_TEST_DEPS}
-        GTest::gtest GTest::gtest_main)
-      target_compile_definitions(tessera_${name}_tests PRIVATE
-        TESSERA_TEST_DATA="${PROJECT_SOURCE_DIR}/tests/data"
-        TESSERA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-      tessera_warnings(tessera_${name}_tests)
-      gtest_discover_tests(tessera_${name}_tests DISCOVERY_TIMEOUT 60
-        PROPERTIES LABELS ${name})
+      tessera_test_executable(tessera_${name}_tests ${name} "${tsrcs}" "${L_TEST_DEPS}" ${name})
+    endif()
+    if(slow_srcs)
+      # One label only: gtest_discover_tests writes PROPERTIES unquoted, so a
+      # list would split into bogus properties.
+      tessera_test_executable(tessera_${name}_slow_tests ${name} "${slow_srcs}" "${L_TEST_DEPS}"
+        slow)
     endif()
   endif()
+endfunction()
+
+function(tessera_test_executable target layer srcs deps labels)
+  add_executable(${target} ${srcs})
+  target_link_libraries(${target} PRIVATE tessera_${layer} ${deps} GTest::gtest GTest::gtest_main)
+  target_compile_definitions(${target} PRIVATE
+    TESSERA_TEST_DATA="${PROJECT_SOURCE_DIR}/tests/data"
+    TESSERA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  tessera_warnings(${target})
+  gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${labels})
 endfunction()
