@@ -86,6 +86,15 @@ TEST_P(LinearOnDevice, ForcedDataflowsAndSeveralLaunches) {
   check_linear(300, 128, 40, spec, {{"m", 4}, {"k", 64}});   // 19 M steps -> 2 launches
 }
 
+// Real decode projections (several N blocks per tile, K split) on the
+// simulator: smollm2-135m's q, k/v, gate and down, and a qwen2.5-0.5b down.
+TEST(LinearBuilder, RealDecodeShapesOnTheSimulator) {
+  auto spec = npu::DeviceSpec::preset("xdna2");
+  for (auto [K, N] : {std::pair<int64_t, int64_t>{576, 576}, {576, 192}, {576, 1536},
+                      {1536, 576}, {4864, 896}})
+    check_linear(1, K, N, spec);
+}
+
 INSTANTIATE_TEST_SUITE_P(Presets, LinearOnDevice, ::testing::Values("xdna2", "xdna1"));
 
 TEST(LinearBuilder, MultiLaunchPlanAndPaddingAreWhatTheTestsAssume) {
