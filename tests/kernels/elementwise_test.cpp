@@ -75,6 +75,7 @@ TEST(TileExp, IsExpOfTheBf16OperandRoundedToBf16) {
   EXPECT_EQ(exp_tile(-INFINITY), 0.0f);
   EXPECT_EQ(exp_tile(0.0f), 1.0f);
   EXPECT_EQ(exp_tile(100.0f), INFINITY);
+  EXPECT_TRUE(std::isnan(exp_tile(NAN)));
 }
 
 }  // namespace

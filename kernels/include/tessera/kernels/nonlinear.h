@@ -28,7 +28,7 @@ namespace tessera::kernels {
 // above 2^127 the result is +inf. Degree-7 Taylor polynomial of 2^f on
 // f in [0, 1): truncation error (ln 2)^8 / 8! < 1.4e-6 relative.
 inline float exp2_f32(float y) {
-  float c = y < -127.0f ? -127.0f : y;
+  float c = y >= -127.0f ? y : -127.0f;  // NaN takes this branch too (see return)
   c = c > 128.0f ? 128.0f : c;
   int32_t i = static_cast<int32_t>(c);  // trunc toward zero
   i -= (static_cast<float>(i) > c) ? 1 : 0;  // floor
@@ -40,7 +40,7 @@ inline float exp2_f32(float y) {
   float p = 1.0f + f * (l1 + f * (l2 + f * (l3 + f * (l4 + f * (l5 + f * (l6 + f * l7))))));
   // 2^i by building the exponent field; i = -127 gives +0 (flush), i = 128 inf.
   float scale = std::bit_cast<float>(static_cast<uint32_t>(i + 127) << 23);
-  return p * scale;
+  return y == y ? p * scale : y;  // NaN in, NaN out: never silently a number
 }
 
 // e^x as a tile computes it: bf16 operand, bf16 result. exp_tile(-inf) = 0.
