@@ -1,0 +1,94 @@
+// Oracle speed on full-size shapes with synthetic weights: prefill tokens/s for
+// a 128-token prompt, decode tokens/s after it, and peak RSS. Synthetic models
+// are written once to $TESSERA_BENCH_DIR (default /tmp/tessera-bench).
+//   build/bench/oracle_bench --benchmark_filter=qwen3
+#include <sys/resource.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "tessera/model/model_dir.h"
+#include "tessera/model/synth.h"
+#include "tessera/oracle/oracle.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int kPrompt = 128;
+
+struct Loaded {
+  std::string preset;
+  std::unique_ptr<tessera::oracle::Oracle> oracle;
+};
+
+// One model in memory at a time: a 1B model holds ~5 GB of F32 weights.
+tessera::oracle::Oracle& oracle_for(const std::string& preset) {
+  static Loaded loaded;
+  if (loaded.preset == preset) return *loaded.oracle;
+  loaded.oracle.reset();
+  const char* env = std::getenv("TESSERA_BENCH_DIR");
+  const fs::path dir = fs::path(env ? env : "/tmp/tessera-bench") / preset;
+  if (!fs::exists(dir / "config.json"))
+    tessera::model::write_synthetic_model(tessera::model::preset(preset), dir, 1);
+  const auto md = tessera::model::load_model_dir(dir);
+  loaded.oracle = std::make_unique<tessera::oracle::Oracle>(md.config, md.weights);
+  loaded.preset = preset;
+  return *loaded.oracle;
+}
+
+std::vector<int32_t> prompt_tokens(int64_t vocab) {
+  std::vector<int32_t> t(kPrompt);
+  for (int i = 0; i < kPrompt; ++i) t[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + 13) % vocab);
+  return t;
+}
+
+void report_rss(benchmark::State& state) {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  state.counters["peak_rss_MB"] = static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is KiB
+}
+
+void BM_OraclePrefill(benchmark::State& state, const std::string& preset) {
+  auto& o = oracle_for(preset);
+  const auto tokens = prompt_tokens(o.config().vocab_size);
+  for (auto _ : state) {
+    auto cache = o.new_cache();
+    benchmark::DoNotOptimize(o.forward(tokens, cache));
+  }
+  state.counters["tok/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * kPrompt, benchmark::Counter::kIsRate);
+  report_rss(state);
+}
+
+void BM_OracleDecode(benchmark::State& state, const std::string& preset) {
+  auto& o = oracle_for(preset);
+  auto cache = o.new_cache();
+  o.forward(prompt_tokens(o.config().vocab_size), cache);
+  int32_t next = 1;
+  for (auto _ : state) {
+    auto logits = o.forward(std::span(&next, 1), cache);
+    next = static_cast<int32_t>(cache.length() % 1000);
+    benchmark::DoNotOptimize(logits);
+  }
+  state.counters["tok/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  report_rss(state);
+}
+
+BENCHMARK_CAPTURE(BM_OraclePrefill, qwen3_0_6b, std::string("qwen3-0.6b"))
+    ->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+BENCHMARK_CAPTURE(BM_OracleDecode, qwen3_0_6b, std::string("qwen3-0.6b"))
+    ->Unit(benchmark::kMillisecond)->Iterations(16)->UseRealTime();
+BENCHMARK_CAPTURE(BM_OraclePrefill, llama_3_2_1b, std::string("llama-3.2-1b"))
+    ->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+BENCHMARK_CAPTURE(BM_OracleDecode, llama_3_2_1b, std::string("llama-3.2-1b"))
+    ->Unit(benchmark::kMillisecond)->Iterations(16)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
