@@ -1,0 +1,77 @@
+#include "tessera/pipeline/metrics.h"
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/core/error.h"
+
+namespace tessera::pipeline {
+
+Metrics compare(std::span<const float> ref, std::span<const float> got) {
+  TESSERA_CHECK(ref.size() == got.size(), "compare: {} reference values vs {} results",
+                ref.size(), got.size());
+  Metrics m;
+  m.count = static_cast<int64_t>(ref.size());
+  if (ref.empty()) return m;
+  // Double accumulation: the metric must be far more precise than what it judges.
+  double sum_abs = 0, sr = 0, sg = 0, srr = 0, sgg = 0, srg = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double r = ref[i], g = got[i];
+    if (!std::isfinite(g)) {
+      ++m.non_finite;
+      continue;
+    }
+    m.scale = std::max(m.scale, std::fabs(r));
+    const double d = std::fabs(g - r);
+    if (d > m.max_abs || m.worst_index < 0) {
+      if (d > m.max_abs) m.max_abs = d;
+      m.worst_index = static_cast<int64_t>(i);
+      m.worst_ref = r;
+      m.worst_got = g;
+    }
+    sum_abs += d;
+    sr += r;
+    sg += g;
+    srr += r * r;
+    sgg += g * g;
+    srg += r * g;
+  }
+  const double n = static_cast<double>(m.count - m.non_finite);
+  if (n == 0) {
+    m.pearson = m.cosine = 0;
+    m.max_rel = m.mean_rel = INFINITY;
+    return m;
+  }
+  // An all-zero reference: any difference is infinitely relative.
+  const double denom = m.scale > 0 ? m.scale : (m.max_abs > 0 ? 0 : 1);
+  m.max_rel = denom > 0 ? m.max_abs / denom : INFINITY;
+  m.mean_rel = denom > 0 ? sum_abs / n / denom : INFINITY;
+  const double vr = srr - sr * sr / n, vg = sgg - sg * sg / n, cov = srg - sr * sg / n;
+  if (vr <= 0 && vg <= 0) {
+    m.pearson = 1;
+  } else if (vr <= 0 || vg <= 0) {
+    m.pearson = 0;
+  } else {
+    m.pearson = cov / std::sqrt(vr * vg);
+  }
+  if (srr == 0 && sgg == 0) {
+    m.cosine = 1;
+  } else if (srr == 0 || sgg == 0) {
+    m.cosine = 0;
+  } else {
+    m.cosine = srg / std::sqrt(srr * sgg);
+  }
+  return m;
+}
+
+nlohmann::json to_json(const Metrics& m) {
+  // JSON has no NaN / inf: non-finite figures become null.
+  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
+  return {{"count", m.count},       {"non_finite", m.non_finite}, {"scale", num(m.scale)},
+          {"max_abs", num(m.max_abs)}, {"max_rel", num(m.max_rel)}, {"mean_rel", num(m.mean_rel)},
+          {"pearson", num(m.pearson)}, {"cosine", num(m.cosine)}, {"worst_index", m.worst_index},
+          {"worst_ref", num(m.worst_ref)}, {"worst_got", num(m.worst_got)}};
+}
+
+}  // namespace tessera::pipeline
