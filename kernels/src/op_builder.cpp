@@ -128,6 +128,17 @@ std::span<const std::byte> host_bytes(const npu::Design& design, const std::stri
   return it->second;
 }
 
+void check_tile_keys(const std::string& op_key, const std::map<std::string, int64_t>& tiles,
+                     std::initializer_list<const char*> known) {
+  for (const auto& [key, value] : tiles) {
+    bool ok = false;
+    for (const char* k : known) ok |= key == k;
+    if (!ok)
+      throw_error<UsageError>("{}: unknown tile option '{}' (known: {})", op_key, key,
+                              fmt::join(known, ", "));
+  }
+}
+
 void check_numel(const std::string& op_key, const std::string& tensor, size_t got, int64_t want) {
   if (static_cast<int64_t>(got) != want)
     throw_error<UsageError>("{}: tensor '{}' has {} values, the op needs {}", op_key, tensor, got,

@@ -54,6 +54,19 @@ TEST(RunOp, RejectsWrongInputCountsAndSizes) {
   for (float v : ok.outputs[0]) EXPECT_EQ(v, 8.0f);
 }
 
+TEST(OpBuilderRegistry, UnknownTileOptionsAreUsageErrors) {
+  auto spec = npu::DeviceSpec::preset("xdna2");
+  for (const char* op : {"linear", "argmax"}) {
+    OpShape s = std::string(op) == "linear" ? linear_shape(1, 8, 8)
+                                            : OpShape{"argmax", {{"M", 1}, {"V", 8}}, {}};
+    EXPECT_THROW(op_builder(op).build(s, spec, {{"tile_q", 8}}), UsageError) << op;
+  }
+  EXPECT_THROW(op_builder("embedding")
+                   .build(OpShape{"embedding", {{"M", 1}, {"V", 8}, {"H", 8}}, {}}, spec,
+                          {{"block", 8}}),
+               UsageError);
+}
+
 TEST(SpanPattern, WholeBufferOffsetRunsAndLimits) {
   auto spec = npu::DeviceSpec::preset("xdna2");
   npu::AccessPattern whole = span_pattern(0, 4096, 4096, 3, spec, "t");

@@ -156,6 +156,7 @@ class ArgmaxBuilder : public OpBuilder {
   std::string op() const override { return "argmax"; }
   BuiltOp build(const OpShape& shape, const npu::DeviceSpec& spec,
                 const TileOptions& tiles) const override {
+    check_tile_keys(shape.key(), tiles, {"block"});
     ArgmaxPlan p = plan(shape.dim("M"), shape.dim("V"), spec, tiles);
     BuiltOp out;
     out.shape = shape;

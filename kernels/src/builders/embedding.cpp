@@ -96,7 +96,8 @@ class EmbeddingBuilder : public OpBuilder {
  public:
   std::string op() const override { return "embedding"; }
   BuiltOp build(const OpShape& shape, const npu::DeviceSpec& spec,
-                const TileOptions&) const override {
+                const TileOptions& tiles) const override {
+    check_tile_keys(shape.key(), tiles, {});
     auto p = std::make_shared<EmbeddingPlan>(plan(shape, spec));
     BuiltOp out;
     out.shape = shape;

@@ -251,6 +251,7 @@ class LinearBuilder : public OpBuilder {
 
 BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec, const TileOptions& tiles) {
   const int64_t M = shape.dim("M"), K = shape.dim("K"), N = shape.dim("N");
+  check_tile_keys(shape.key(), tiles, {"gemm", "m", "k", "n", "columns", "rows"});
   LinearPlan p = plan_linear(M, K, N, spec, tiles);
   BuiltOp out;
   out.shape = shape;

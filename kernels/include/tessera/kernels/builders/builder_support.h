@@ -3,6 +3,8 @@
 // registered where validate() and the simulator look them up, host buffers
 // created at their declared size, and bf16 packing of logical FP32 values.
 #include <cstdint>
+#include <initializer_list>
+#include <map>
 #include <span>
 #include <string>
 
@@ -34,6 +36,11 @@ inline const bf16* host_bf16(const npu::Design& d, const std::string& name,
                              const npu::HostMemory& host) {
   return reinterpret_cast<const bf16*>(host_bytes(d, name, host).data());
 }
+
+// Throws UsageError naming the op and the key when `tiles` holds a key the
+// builder does not know (a misspelt tile option must not be ignored silently).
+void check_tile_keys(const std::string& op_key, const std::map<std::string, int64_t>& tiles,
+                     std::initializer_list<const char*> known);
 
 // Throws UsageError when a logical tensor handed to pack() has the wrong size.
 void check_numel(const std::string& op_key, const std::string& tensor, size_t got, int64_t want);
