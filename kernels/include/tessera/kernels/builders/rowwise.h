@@ -1,0 +1,84 @@
+#pragma once
+// Shared dataflow of the row-wise builders (rmsnorm, head_rmsnorm, rope,
+// bias_add, silu_mul, residual_add, kv_append): the logical tensors are viewed
+// as [rows, cols] and cut into blocks of m rows, spread over C columns x R
+// compute tiles. Column c owns a contiguous run of rows: its shim streams the
+// column's blocks to its mem tile, which splits each object over the R tiles;
+// results are joined in the mem tile and leave by the same shim.
+//  - P streamed inputs travel as P consecutive objects of ONE fifo (a tile
+//    acquires P and names them in[0..P-1]): a compute tile has only two input
+//    channels and a mem tile six outputs, so a second stream would not fit.
+//  - A constant vector (norm weight, bias) is broadcast once from shim 0 to
+//    every tile and held for the whole program.
+//  - heads mode (rope): the R tiles of a column share the rows and split the
+//    columns into head groups, so the per-row f32 side table (cos, sin: two
+//    objects per step) is broadcast from the column's shim to its tiles.
+// pack() zero-fills every padded row / column / trailing element; zero rows
+// stay zero through every kernel (rmsnorm of 0 is 0 * rsqrt(eps) = 0) and
+// padded outputs are never read back.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tessera/kernels/op_builder.h"
+
+namespace tessera::kernels {
+
+struct RowwiseSpec {
+  std::string what;      // op key for names and errors
+  std::string kernel;
+  int64_t rows = 0;      // logical rows of each streamed tensor
+  int64_t cols = 0;      // logical columns (heads mode: heads * unit)
+  int64_t numel = 0;     // valid elements (flat views end in a partial row)
+  int P = 1;             // streamed inputs
+  int64_t heads = 0;     // > 0: heads mode with column groups of `unit`
+  int64_t unit = 0;
+  int64_t const_elems = 0;  // bf16 vector broadcast to every tile
+  int64_t side_cols = 0;    // f32 per-row side table (2 objects per step)
+  // Kernel params for a block of m rows x wt columns.
+  std::function<npu::KernelParams(int64_t m, int64_t wt)> params;
+  bool kernel_has_output = true;  // args end with the out object
+  // When set, outputs land in this host buffer (rows offset by out_row0, of
+  // out_rows rows) instead of per-column output buffers: zero-copy writes.
+  std::string out_host;
+  int64_t out_row0 = 0, out_rows = 0;
+};
+
+struct RowwisePlan {
+  int C = 0, R = 0;
+  int64_t m = 0, S = 0, wt = 0;
+  int64_t l1_bytes = 0;
+  int64_t rows_padded() const { return heads_mode ? C * S * m : int64_t{C} * S * R * m; }
+  bool heads_mode = false;
+};
+
+// TileOptions keys: "m" (rows per block), "columns", "rows".
+RowwisePlan plan_rowwise(const RowwiseSpec& s, const npu::DeviceSpec& spec,
+                         const TileOptions& tiles);
+npu::Design make_rowwise_design(const RowwiseSpec& s, const RowwisePlan& p,
+                                const npu::DeviceSpec& spec);
+
+// How a logical input reaches the design.
+struct RowwiseInput {
+  enum class Role { stream, constant, side, out_init } role = Role::stream;
+  // stream p / side object (0 cos, 1 sin) / out_init: the out_host tensor
+  // itself (padded stream rows take its values, so writing them back is an
+  // identity).
+  int index = 0;
+};
+
+// Validated design + pack / unpack for the given inputs (in OpShape order).
+BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::DeviceSpec& spec,
+                      const TileOptions& tiles, std::vector<OpTensor> inputs,
+                      std::vector<RowwiseInput> roles, OpTensor output);
+
+// Two-input elementwise ops on [M, N] (silu_mul, residual_add): the tensors
+// are viewed flat as rows of kFlatWidth elements, since only position matters
+// (long rows like 11008 would not double-buffer in L1 as whole rows).
+constexpr int64_t kFlatWidth = 512;
+BuiltOp build_elementwise2(const OpShape& shape, const std::string& kernel,
+                           const npu::DeviceSpec& spec, const TileOptions& tiles,
+                           const std::string& a, const std::string& b, const std::string& out);
+
+}  // namespace tessera::kernels

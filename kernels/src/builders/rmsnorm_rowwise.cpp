@@ -1,0 +1,325 @@
+// The row-wise dataflow shared by the norm / elementwise / rope / kv builders
+// (see kernels/builders/rowwise.h for the flows and why they are shaped so).
+#include <algorithm>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "tessera/core/error.h"
+#include "tessera/kernels/builders/builder_support.h"
+#include "tessera/kernels/builders/rowwise.h"
+#include "tessera/kernels/tile_kernels.h"
+#include "tessera/npu/builder.h"
+
+namespace tessera::kernels {
+namespace {
+
+using npu::CoreOp;
+using npu::TileCoord;
+namespace b = npu::build;
+
+// The allocator starts every pool / buffer on a 32-byte boundary.
+constexpr int64_t kL1Align = 32;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t pool(int64_t bytes) { return (bytes + kL1Align - 1) / kL1Align * kL1Align; }
+
+int64_t opt(const TileOptions& t, const char* key, int64_t fallback) {
+  auto it = t.find(key);
+  return it == t.end() ? fallback : it->second;
+}
+
+TileCoord shim(int c) { return {c, 0}; }
+TileCoord mem(const npu::DeviceSpec& s, int c) { return {c, s.shim_rows}; }
+TileCoord core(const npu::DeviceSpec& s, int c, int r) {
+  return {c, s.shim_rows + s.mem_rows + r};
+}
+
+// Per tile: P stream objects double-buffered, the constant once, two side
+// objects double-buffered, two out objects, plus the kernel's own scratch.
+int64_t footprint(const RowwiseSpec& s, int64_t m, int64_t wt) {
+  int64_t bytes = pool(2 * s.P * m * wt * 2) + pool(2 * m * wt * 2);
+  if (s.const_elems) bytes += pool(s.const_elems * 2);
+  if (s.side_cols) bytes += pool(4 * m * s.side_cols * 4);
+  return bytes + tile_kernel_l1_bytes(s.kernel, s.params(m, wt));
+}
+
+}  // namespace
+
+RowwisePlan plan_rowwise(const RowwiseSpec& s, const npu::DeviceSpec& spec,
+                         const TileOptions& tiles) {
+  RowwisePlan p;
+  p.heads_mode = s.heads > 0;
+  if (s.rows < 1 || s.cols < 1)
+    throw_error<LimitError>("{}: rows {} and cols {} must be >= 1", s.what, s.rows, s.cols);
+  int C = static_cast<int>(opt(tiles, "columns", spec.columns));
+  int R = static_cast<int>(opt(tiles, "rows", spec.compute_rows));
+  if (C < 1 || C > spec.columns || R < 1 || R > spec.compute_rows)
+    throw_error<LimitError>("{}: {} columns x {} rows outside the {}x{} array of {}", s.what, C, R,
+                            spec.columns, spec.compute_rows, spec.name);
+  // Short inputs use fewer tiles rather than padding every tile.
+  C = static_cast<int>(std::min<int64_t>(C, s.rows));
+  int64_t row_tiles = C;
+  if (p.heads_mode) {
+    R = static_cast<int>(std::min<int64_t>(R, s.heads));
+    int64_t hr = ceil_div(s.heads, R);
+    R = static_cast<int>(ceil_div(s.heads, hr));  // no tile left without a head
+    p.wt = hr * s.unit;
+  } else {
+    R = static_cast<int>(std::min<int64_t>(R, ceil_div(s.rows, C)));
+    row_tiles = int64_t{C} * R;
+    p.wt = s.cols;
+  }
+  p.C = C;
+  p.R = R;
+  const int64_t budget = spec.compute.memory_bytes;
+  int64_t want = ceil_div(s.rows, row_tiles);
+  int64_t m = opt(tiles, "m", want);
+  if (!tiles.count("m"))
+    while (m > 1 && footprint(s, m, p.wt) > budget) m = std::max<int64_t>(1, m * 3 / 4);
+  // Objects are whole 4-byte DMA words.
+  if (m < 1 || footprint(s, m, p.wt) > budget || (m * p.wt) % 2)
+    throw_error<LimitError>("{}: a block of {} rows x {} columns needs {} bytes of L1 (limit {} "
+                            "on {}) or is not whole 4-byte words",
+                            s.what, m, p.wt, footprint(s, std::max<int64_t>(m, 1), p.wt), budget,
+                            spec.name);
+  p.S = ceil_div(s.rows, row_tiles * m);
+  // Spread the padding: the smallest m that keeps S steps.
+  if (!tiles.count("m")) m = ceil_div(s.rows, row_tiles * p.S);
+  if ((m * p.wt) % 2) ++m;
+  p.m = m;
+  p.l1_bytes = footprint(s, m, p.wt);
+  return p;
+}
+
+namespace {
+
+std::string in_fifo(int c, int r) { return fmt::format("in{}_{}", c, r); }
+std::string y_fifo(int c, int r) { return fmt::format("y{}_{}", c, r); }
+
+void add_fifos(npu::Launch& l, const RowwiseSpec& s, const RowwisePlan& p,
+               const npu::DeviceSpec& spec) {
+  const int64_t obj = p.m * p.wt * 2;
+  std::vector<TileCoord> all;
+  for (int c = 0; c < p.C; ++c)
+    for (int r = 0; r < p.R; ++r) all.push_back(core(spec, c, r));
+  if (s.const_elems) l.fifos.push_back(b::fifo("w", shim(0), all, s.const_elems * 2, 1));
+  for (int c = 0; c < p.C; ++c) {
+    std::string in = fmt::format("in{}", c), y = fmt::format("y{}", c);
+    l.fifos.push_back(b::fifo(in, shim(c), {mem(spec, c)}, p.R * obj, 2));
+    npu::Link split{mem(spec, c), {in}, {}, {}};
+    npu::Link join{mem(spec, c), {}, {y}, {}};
+    std::vector<TileCoord> col;
+    for (int r = 0; r < p.R; ++r) {
+      col.push_back(core(spec, c, r));
+      l.fifos.push_back(b::fifo(in_fifo(c, r), mem(spec, c), {core(spec, c, r)}, obj, 2 * s.P));
+      split.outputs.push_back(in_fifo(c, r));
+      split.offsets_bytes.push_back(r * obj);
+      l.fifos.push_back(b::fifo(y_fifo(c, r), core(spec, c, r), {mem(spec, c)}, obj, 2));
+      join.inputs.push_back(y_fifo(c, r));
+      join.offsets_bytes.push_back(r * obj);
+    }
+    l.links.push_back(std::move(split));
+    l.links.push_back(std::move(join));
+    l.fifos.push_back(b::fifo(y, mem(spec, c), {shim(c)}, p.R * obj, 2));
+    if (s.side_cols)
+      l.fifos.push_back(
+          b::fifo(fmt::format("t{}", c), shim(c), col, p.m * s.side_cols * 4, 4, 4));
+  }
+}
+
+std::vector<CoreOp> core_program(const RowwiseSpec& s, const RowwisePlan& p, int c, int r) {
+  const std::string in = in_fifo(c, r), y = y_fifo(c, r), t = fmt::format("t{}", c);
+  std::vector<std::string> args;
+  for (int i = 0; i < s.P; ++i) args.push_back(fmt::format("{}[{}]", in, i));
+  if (s.const_elems) args.push_back("w");
+  if (s.side_cols) {
+    args.push_back(t + "[0]");
+    args.push_back(t + "[1]");
+  }
+  args.push_back(y);
+  std::vector<CoreOp> step = {b::acquire_in(in, s.P)};
+  if (s.side_cols) step.push_back(b::acquire_in(t, 2));
+  step.push_back(b::acquire_out(y));
+  step.push_back(b::call(s.kernel, args, s.params(p.m, p.wt)));
+  step.push_back(b::release_in(in, s.P));
+  if (s.side_cols) step.push_back(b::release_in(t, 2));
+  step.push_back(b::release_out(y));
+  std::vector<CoreOp> prog;
+  if (s.const_elems) prog.push_back(b::acquire_in("w"));
+  prog.push_back(b::loop(p.S, std::move(step)));
+  if (s.const_elems) prog.push_back(b::release_in("w"));
+  return prog;
+}
+
+}  // namespace
+
+npu::Design make_rowwise_design(const RowwiseSpec& s, const RowwisePlan& p,
+                                const npu::DeviceSpec& spec) {
+  npu::Design d;
+  d.name = fmt::format("{}_{}x{}_m{}_S{}", s.kernel, p.C, p.R, p.m, p.S);
+  const int64_t col_elems = p.S * p.R * p.m * p.wt;  // one column's out elements
+  if (s.const_elems) d.host_buffers.push_back({"w", s.const_elems * 2, 2});
+  if (!s.out_host.empty()) d.host_buffers.push_back({s.out_host, s.out_rows * p.wt * 2, 2});
+  npu::Launch l;
+  l.name = s.kernel;
+  add_fifos(l, s, p, spec);
+  if (s.const_elems) l.sequence.push_back(b::to_device("w", "w"));
+  for (int c = 0; c < p.C; ++c) {
+    std::string in = fmt::format("in_c{}", c), y = fmt::format("y_c{}", c);
+    d.host_buffers.push_back({in, s.P * col_elems * 2, 2});
+    l.sequence.push_back(b::to_device(fmt::format("in{}", c), in));
+    if (s.side_cols) {
+      std::string t = fmt::format("t_c{}", c);
+      d.host_buffers.push_back({t, p.S * 2 * p.m * s.side_cols * 4, 4});
+      l.sequence.push_back(b::to_device(fmt::format("t{}", c), t));
+    }
+    if (s.out_host.empty()) {
+      d.host_buffers.push_back({y, col_elems * 2, 2});
+      l.sequence.push_back(b::from_device(fmt::format("y{}", c), y));
+    } else {
+      l.sequence.push_back(b::from_device(
+          fmt::format("y{}", c), s.out_host,
+          span_pattern((s.out_row0 + c * p.S * p.R * p.m) * p.wt, col_elems, s.out_rows * p.wt, 1,
+                       spec, s.what + " out rows")));
+    }
+  }
+  for (int c = 0; c < p.C; ++c)
+    for (int r = 0; r < p.R; ++r) l.cores.push_back({core(spec, c, r), core_program(s, p, c, r)});
+  d.launches.push_back(std::move(l));
+  return d;
+}
+
+namespace {
+
+// Block (c, s, r) of a streamed tensor: its first logical row and column.
+struct Origin {
+  int64_t row, col;
+};
+Origin origin(const RowwisePlan& p, int c, int64_t s, int r) {
+  if (p.heads_mode) return {(c * p.S + s) * p.m, r * p.wt};
+  return {((c * p.S + s) * p.R + r) * p.m, 0};
+}
+
+// Visits every element of the blocks of column c: fn(host index within the
+// column's P-stream buffer for stream 0, logical flat index or -1 if padding).
+template <class Fn>
+void for_blocks(const RowwiseSpec& s, const RowwisePlan& p, int c, int P, Fn fn) {
+  for (int64_t st = 0; st < p.S; ++st)
+    for (int r = 0; r < p.R; ++r) {
+      Origin o = origin(p, c, st, r);
+      int64_t base = ((st * P) * p.R + r) * p.m * p.wt;
+      for (int64_t i = 0; i < p.m; ++i) {
+        int64_t row = o.row + i;
+        for (int64_t j = 0; j < p.wt; ++j) {
+          int64_t col = o.col + j, flat = row * s.cols + col;
+          bool ok = row < s.rows && col < s.cols && flat < s.numel;
+          fn(base + i * p.wt + j, ok ? flat : -1);
+        }
+      }
+    }
+}
+
+}  // namespace
+
+BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::DeviceSpec& spec,
+                      const TileOptions& tiles, std::vector<OpTensor> inputs,
+                      std::vector<RowwiseInput> roles, OpTensor output) {
+  auto p = std::make_shared<RowwisePlan>(plan_rowwise(s, spec, tiles));
+  auto sp = std::make_shared<RowwiseSpec>(s);
+  BuiltOp out;
+  out.shape = shape;
+  out.design = make_rowwise_design(s, *p, spec);
+  validate_design(out.design, spec);
+  out.inputs = inputs;
+  out.outputs = {output};
+  out.tiles = {{"m", p->m}, {"columns", p->C}, {"rows", p->R}, {"steps", p->S}};
+  auto d = std::make_shared<npu::Design>(out.design);
+  std::string key = shape.key();
+  out.pack = [p, sp, d, roles, inputs, key](size_t input, std::span<const float> v,
+                                              npu::HostMemory& host) {
+    check_numel(key, inputs.at(input).name, v.size(), shape_numel(inputs[input].shape));
+    const RowwiseInput role = roles.at(input);
+    const RowwisePlan& pl = *p;
+    const RowwiseSpec& rs = *sp;
+    if (role.role == RowwiseInput::Role::constant) {
+      bf16* w = host_bf16(*d, "w", host);
+      for (size_t i = 0; i < v.size(); ++i) w[i] = f32_to_bf16(v[i]);
+      return;
+    }
+    if (role.role == RowwiseInput::Role::side) {
+      const int64_t half = rs.side_cols;
+      for (int c = 0; c < pl.C; ++c) {
+        auto* t = reinterpret_cast<float*>(host_bytes(*d, fmt::format("t_c{}", c), host).data());
+        for (int64_t st = 0; st < pl.S; ++st)
+          for (int64_t i = 0; i < pl.m; ++i) {
+            int64_t row = (c * pl.S + st) * pl.m + i;
+            if (row >= rs.rows) continue;
+            float* dst = t + ((st * 2 + role.index) * pl.m + i) * half;
+            std::copy_n(v.data() + row * half, half, dst);
+          }
+      }
+      return;
+    }
+    if (role.role == RowwiseInput::Role::out_init) {
+      bf16* o = host_bf16(*d, rs.out_host, host);
+      for (size_t i = 0; i < v.size(); ++i) o[i] = f32_to_bf16(v[i]);
+      // Padded stream rows carry the rows they will overwrite.
+      for (int c = 0; c < pl.C; ++c) {
+        bf16* dst = host_bf16(*d, fmt::format("in_c{}", c), host);
+        for_blocks(rs, pl, c, 1, [&](int64_t h, int64_t flat) {
+          if (flat >= 0) return;
+          int64_t row = rs.out_row0 + c * pl.S * pl.R * pl.m + h / pl.wt;
+          if (row * pl.wt + h % pl.wt < static_cast<int64_t>(v.size()))
+            dst[h] = o[row * pl.wt + h % pl.wt];
+        });
+      }
+      return;
+    }
+    const int64_t shift = role.index * pl.R * pl.m * pl.wt;  // stream p's objects
+    for (int c = 0; c < pl.C; ++c) {
+      bf16* dst = host_bf16(*d, fmt::format("in_c{}", c), host);
+      for_blocks(rs, pl, c, rs.P, [&](int64_t h, int64_t flat) {
+        if (flat >= 0) dst[h + shift] = f32_to_bf16(v[flat]);
+      });
+    }
+  };
+  int64_t out_numel = shape_numel(output.shape);
+  out.unpack = [p, sp, d, out_numel](size_t, const npu::HostMemory& host) {
+    const RowwisePlan& pl = *p;
+    const RowwiseSpec& rs = *sp;
+    std::vector<float> y(static_cast<size_t>(out_numel));
+    if (!rs.out_host.empty()) {
+      const bf16* o = host_bf16(*d, rs.out_host, host);
+      for (int64_t i = 0; i < out_numel; ++i) y[i] = bf16_to_f32(o[i]);
+      return y;
+    }
+    for (int c = 0; c < pl.C; ++c) {
+      const bf16* src = host_bf16(*d, fmt::format("y_c{}", c), host);
+      for_blocks(rs, pl, c, 1, [&](int64_t h, int64_t flat) {
+        if (flat >= 0) y[flat] = bf16_to_f32(src[h]);
+      });
+    }
+    return y;
+  };
+  return out;
+}
+
+BuiltOp build_elementwise2(const OpShape& shape, const std::string& kernel,
+                           const npu::DeviceSpec& spec, const TileOptions& tiles,
+                           const std::string& a, const std::string& b, const std::string& out) {
+  const int64_t M = shape.dim("M"), N = shape.dim("N");
+  RowwiseSpec s;
+  s.what = shape.key();
+  s.kernel = kernel;
+  s.numel = M * N;
+  s.cols = kFlatWidth;
+  s.rows = (s.numel + kFlatWidth - 1) / kFlatWidth;
+  s.P = 2;
+  s.params = [](int64_t m, int64_t wt) { return npu::KernelParams{{"count", m * wt}}; };
+  return build_rowwise(shape, s, spec, tiles, {{a, {M, N}}, {b, {M, N}}},
+                       {{RowwiseInput::Role::stream, 0}, {RowwiseInput::Role::stream, 1}},
+                       {out, {M, N}});
+}
+
+}  // namespace tessera::kernels
