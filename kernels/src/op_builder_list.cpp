@@ -6,11 +6,25 @@ namespace tessera::kernels {
 void register_linear_builder();
 void register_embedding_builder();
 void register_argmax_builder();
+void register_rmsnorm_builder();
+void register_head_rmsnorm_builder();
+void register_rope_builder();
+void register_bias_add_builder();
+void register_silu_mul_builder();
+void register_residual_add_builder();
+void register_kv_append_builder();
 
 void register_builtin_op_builders() {
   register_linear_builder();
   register_embedding_builder();
   register_argmax_builder();
+  register_rmsnorm_builder();
+  register_head_rmsnorm_builder();
+  register_rope_builder();
+  register_bias_add_builder();
+  register_silu_mul_builder();
+  register_residual_add_builder();
+  register_kv_append_builder();
 }
 
 }  // namespace tessera::kernels
