@@ -53,9 +53,16 @@ int main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : static_cast<int>(tessera::ErrorCategory::usage);
+    // One line, like every other error (CLI11's own exit() adds a second one).
+    std::fprintf(stderr, "tessera: usage error: %s (see --help)\n", e.what());
+    return static_cast<int>(tessera::ErrorCategory::usage);
   }
   install_sinks(verbose);
   try {
