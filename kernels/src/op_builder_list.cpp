@@ -6,6 +6,8 @@ namespace tessera::kernels {
 void register_linear_builder();
 void register_embedding_builder();
 void register_argmax_builder();
+void register_attention_prefill_builder();
+void register_attention_decode_builder();
 void register_rmsnorm_builder();
 void register_head_rmsnorm_builder();
 void register_rope_builder();
@@ -18,6 +20,8 @@ void register_builtin_op_builders() {
   register_linear_builder();
   register_embedding_builder();
   register_argmax_builder();
+  register_attention_prefill_builder();
+  register_attention_decode_builder();
   register_rmsnorm_builder();
   register_head_rmsnorm_builder();
   register_rope_builder();

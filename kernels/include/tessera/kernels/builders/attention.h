@@ -1,0 +1,78 @@
+#pragma once
+// The attention design builders (docs/ops.md: attention_prefill, attention_decode).
+//
+// attention_prefill (FlashAttention, kernels flash_attn / attn_init /
+// attn_finalize): a work unit is (KV head h, query block of bq rows) with the
+// `group` query heads of h, so one K/V block serves the whole GQA group. A
+// column takes "rounds": in round (h, j) its R tiles own query blocks j*R+r of
+// head h; the K/V blocks of h stream from the column's shim and are
+// broadcast to the R tiles (each tile calls flash_attn on the blocks its rows
+// can see and only releases the fully masked tail, so no masked block costs a
+// call). Q blocks reach the tiles through a mem-tile split, outputs leave
+// through a mem-tile join. Blocks entirely in the past of a query block run
+// with causal = 0; the diagonal / ragged last block carries its own q_pos0,
+// k_pos0 and kv_rows, so S, P not multiples of the blocks stay exact.
+//
+// attention_decode (kernels decode_attn / attn_merge): launch 1 splits the
+// context of every KV head over C*R tiles (item (h, chunk) per column round,
+// sub-chunk r per tile; K/V through a mem-tile split, q broadcast), each tile
+// leaving its partial (m, l, o) state; launch 2 merges the states of each head
+// on one tile per column and finalizes. Ragged last blocks carry kv_rows;
+// tiles past the end of the context only release their (zero) objects and
+// contribute an empty state, which attn_merge ignores.
+//
+// pack() lays q / k / v out blocked in stream order (zero padded); unpack()
+// reads only the valid rows, so padding never reaches a result.
+#include <cstdint>
+#include <vector>
+
+#include "tessera/kernels/op_builder.h"
+
+namespace tessera::kernels {
+
+struct PrefillRound {
+  int64_t h = 0, j = 0;  // KV head, query super-block (tile r owns block j*R + r)
+  int64_t nkv = 0;       // K/V blocks streamed (what its last valid tile needs)
+};
+
+struct PrefillPlan {
+  int64_t S = 0, P = 0, heads = 0, kv_heads = 0, D = 0, G = 0;
+  double scale = 0;
+  int C = 0, R = 0;
+  int64_t bq = 0, bk = 0;
+  int kv_depth = 4, q_depth = 2;
+  int64_t T() const { return P + S; }
+  int64_t QB = 0, NKB = 0;   // query blocks, K/V blocks per head
+  std::vector<std::vector<PrefillRound>> rounds;  // per column
+  int64_t rounds_per_launch = 0;
+  int64_t rows() const { return bq * G; }          // state rows of one unit
+  int64_t q_elems() const { return rows() * D; }   // one unit's q / out object
+  int64_t l1_bytes() const;
+};
+
+// TileOptions keys: "bq", "bk", "kv_depth", "columns", "rows".
+PrefillPlan plan_attention_prefill(const OpShape& shape, const npu::DeviceSpec& spec,
+                                   const TileOptions& tiles = {});
+BuiltOp build_attention_prefill(const OpShape& shape, const npu::DeviceSpec& spec,
+                                const TileOptions& tiles = {});
+
+struct DecodePlan {
+  int64_t T = 0, heads = 0, kv_heads = 0, D = 0, G = 0;
+  double scale = 0;
+  int C = 0, R = 0;
+  int64_t bk = 0;
+  int64_t NKB = 0;     // K/V blocks per head
+  int64_t NCH = 0;     // column items per head
+  int64_t nb = 0;      // blocks per tile per item
+  int64_t rounds = 0;  // items per column
+  int64_t state_floats() const { return G * (D + 2); }
+  int64_t l1_bytes() const;
+};
+
+// TileOptions keys: "bk", "columns", "rows".
+DecodePlan plan_attention_decode(const OpShape& shape, const npu::DeviceSpec& spec,
+                                 const TileOptions& tiles = {});
+BuiltOp build_attention_decode(const OpShape& shape, const npu::DeviceSpec& spec,
+                               const TileOptions& tiles = {});
+
+}  // namespace tessera::kernels

@@ -1,0 +1,223 @@
+// attention_prefill / attention_decode builders: ragged shapes (S, P, T not
+// multiples of the blocks, odd head counts, GQA) on the simulator against
+// oracle::causal_attention with a bound derived from the bf16 rules of the
+// flash_attn kernel; the planted GQA head-mapping bug must fail that bound;
+// every preset's attention shape at seq 1, 17 and 2048 builds, validates and
+// has a timing estimate on both device presets.
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <tuple>
+
+#include <gtest/gtest.h>
+
+#include "kernel_test_util.h"
+#include "tessera/kernels/builders/attention.h"
+#include "tessera/kernels/op_builder.h"
+#include "tessera/model/config.h"
+#include "tessera/npu/timing.h"
+#include "tessera/oracle/ops.h"
+
+namespace tessera::kernels {
+namespace {
+
+using test::kU32;
+using test::kUBf16;
+
+struct Case {
+  int64_t S, P, heads, kv, D;
+};
+
+std::vector<float> bf16_values(size_t n, uint32_t seed, float lo, float hi) {
+  auto v = test::random_bf16(n, seed, lo, hi);
+  std::vector<float> f(n);
+  for (size_t i = 0; i < n; ++i) f[i] = bf16_to_f32(v[i]);
+  return f;
+}
+
+int64_t planted_kv_map(int64_t h, int64_t, int64_t kv) { return h % kv; }
+
+// Per element: |out - ref| <= sum_j w_j E_j |v_j - ref| / (1 - max E) + fp32
+// sum terms + u_bf16 |ref|, where E_j is the relative error of softmax weight
+// j: u_bf16 (|s_j| + (max - s_j) + 1 + (1 + merges) range) from the bf16
+// score, exp operand and exp result, plus (u_bf16 + 2e-6) per online rescale
+// (one per K/V block) - the same derivation as attention_test.cpp's kernel
+// bound, over the whole causal row. `ref` is the oracle's FP32 output.
+std::vector<double> bound_for(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
+                              const std::vector<float>& v, const std::vector<float>& ref,
+                              int64_t steps, int64_t merges) {
+  const int64_t d = c.D, G = c.heads / c.kv, T = c.P + c.S;
+  const double scale = 1.0 / std::sqrt(double(d));
+  std::vector<double> bound(ref.size());
+  for (int64_t i = 0; i < c.S; ++i)
+    for (int64_t h = 0; h < c.heads; ++h) {
+      const int64_t n = c.P + i + 1, kvh = h / G;
+      const float* qr = q.data() + (i * c.heads + h) * d;
+      std::vector<double> s(n), w(n), e(n);
+      double mx = -INFINITY, mn = INFINITY, sum = 0, emax = 0, serr = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0, mag = 0;
+        for (int64_t t = 0; t < d; ++t) {
+          const double p = double(qr[t]) * k[(j * c.kv + kvh) * d + t];
+          acc += p;
+          mag += std::fabs(p);
+        }
+        s[j] = acc * scale;
+        mx = std::max(mx, s[j]);
+        mn = std::min(mn, s[j]);
+        serr = std::max(serr, d * kU32 * scale * mag);
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        sum += w[j] = std::exp(s[j] - mx);
+        e[j] = kUBf16 * (std::fabs(s[j]) + (mx - s[j]) + 1 + (mx - mn) * double(1 + merges)) +
+               double(steps) * (kUBf16 + 2e-6) + 2e-6 + 2 * serr;
+        emax = std::max(emax, e[j]);
+      }
+      for (int64_t t = 0; t < d; ++t) {
+        const size_t at = static_cast<size_t>((i * c.heads + h) * d + t);
+        double spread = 0, mag = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          const double vj = v[(j * c.kv + kvh) * d + t];
+          spread += w[j] / sum * e[j] * std::fabs(vj - ref[at]);
+          mag += w[j] / sum * std::fabs(vj);
+        }
+        const double werr = spread / (1 - emax);
+        bound[at] = werr + (n + 4) * kU32 * mag * (1 + emax) + kUBf16 * (std::fabs(ref[at]) + werr) +
+                    T * kU32 * mag;
+      }
+    }
+  return bound;
+}
+
+OpShape prefill_shape(const Case& c) {
+  return {"attention_prefill",
+          {{"S", c.S}, {"P", c.P}, {"heads", c.heads}, {"kv_heads", c.kv}, {"head_dim", c.D}},
+          {}};
+}
+OpShape decode_shape(const Case& c) {
+  return {"attention_decode",
+          {{"T", c.P + 1}, {"heads", c.heads}, {"kv_heads", c.kv}, {"head_dim", c.D}},
+          {}};
+}
+
+struct Outcome {
+  std::vector<float> got, ref;
+  std::vector<double> bound;
+};
+
+// Runs the built op on bf16-representable data and returns it beside the
+// oracle (with the planted head mapping when asked) and the derived bound.
+Outcome run_case(const Case& c, const BuiltOp& built, const npu::DeviceSpec& spec, int64_t steps,
+                 int64_t merges, bool planted = false) {
+  const int64_t T = c.P + c.S;
+  auto q = bf16_values(static_cast<size_t>(c.S * c.heads * c.D), 11, -2, 2);
+  auto k = bf16_values(static_cast<size_t>(T * c.kv * c.D), 12, -2, 2);
+  auto v = bf16_values(static_cast<size_t>(T * c.kv * c.D), 13, -1, 1);
+  OpRun run = run_op(built, {q, k, v}, spec);
+  Outcome o{run.outputs.at(0), std::vector<float>(q.size()), {}};
+  oracle::AttentionShape as{c.S, c.P, c.heads, c.kv, c.D};
+  oracle::causal_attention(as, q.data(), k.data(), v.data(), o.ref.data(),
+                           planted ? planted_kv_map : oracle::kv_head_for);
+  o.bound = bound_for(c, q, k, v, o.ref, steps, merges);
+  return o;
+}
+
+class AttentionBuilderSim : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(AttentionBuilderSim, PrefillRaggedMatchesOracle) {
+  const auto spec = npu::DeviceSpec::preset(GetParam());
+  // (S, P) not multiples of (bq, bk); odd GQA groups; head_dim 64 and 128.
+  const std::vector<std::pair<Case, TileOptions>> cases = {
+      {{17, 0, 14, 2, 64}, {}},
+      {{5, 11, 9, 3, 64}, {{"bq", 2}, {"bk", 8}}},
+      {{23, 9, 4, 2, 128}, {{"bq", 3}, {"bk", 16}}},
+      {{1, 30, 6, 6, 64}, {{"bk", 8}}},
+      {{40, 0, 3, 1, 64}, {{"bq", 7}, {"bk", 24}}},
+  };
+  for (const auto& [c, tiles] : cases) {
+    SCOPED_TRACE(fmt::format("S={} P={} heads={} kv={} d={} on {}", c.S, c.P, c.heads, c.kv, c.D,
+                             spec.name));
+    BuiltOp built = op_builder("attention_prefill").build(prefill_shape(c), spec, tiles);
+    const int64_t steps = (c.P + c.S + built.tiles.at("bk") - 1) / built.tiles.at("bk");
+    Outcome o = run_case(c, built, spec, steps, 0);
+    EXPECT_TRUE(test::within(test::to_f64(o.got), test::to_f64(o.ref), o.bound));
+  }
+}
+
+TEST_P(AttentionBuilderSim, DecodeRaggedMatchesOracle) {
+  const auto spec = npu::DeviceSpec::preset(GetParam());
+  // Case.P = T - 1: T = 1 (one key), T not a multiple of bk, fewer blocks than tiles.
+  const std::vector<std::pair<Case, TileOptions>> cases = {
+      {{1, 0, 9, 3, 64}, {}},
+      {{1, 36, 14, 2, 64}, {{"bk", 8}}},
+      {{1, 299, 4, 1, 128}, {{"bk", 16}}},
+      {{1, 1000, 32, 8, 64}, {}},
+  };
+  for (const auto& [c, tiles] : cases) {
+    SCOPED_TRACE(fmt::format("T={} heads={} kv={} d={} on {}", c.P + 1, c.heads, c.kv, c.D,
+                             spec.name));
+    BuiltOp built = op_builder("attention_decode").build(decode_shape(c), spec, tiles);
+    const int64_t steps = (c.P + 1 + built.tiles.at("bk") - 1) / built.tiles.at("bk");
+    Outcome o = run_case(c, built, spec, steps, 1);
+    EXPECT_TRUE(test::within(test::to_f64(o.got), test::to_f64(o.ref), o.bound));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, AttentionBuilderSim, ::testing::Values("xdna2", "xdna1"));
+
+// The GQA mapping the builders implement (query head h reads KV head h / group)
+// is told apart from the classic bug h % kv_heads: against an oracle with the
+// planted mapping the same outputs must fall outside the bound.
+TEST(AttentionBuilder, PlantedGqaMappingFails) {
+  const auto spec = npu::DeviceSpec::preset("xdna2");
+  const Case c{9, 4, 8, 2, 64};
+  BuiltOp pre = op_builder("attention_prefill").build(prefill_shape(c), spec);
+  Outcome good = run_case(c, pre, spec, 4, 0);
+  EXPECT_TRUE(test::within(test::to_f64(good.got), test::to_f64(good.ref), good.bound));
+  Outcome bad = run_case(c, pre, spec, 4, 0, true);
+  EXPECT_FALSE(test::within(test::to_f64(bad.got), test::to_f64(bad.ref), bad.bound));
+  const Case d{1, 20, 8, 2, 64};
+  BuiltOp dec = op_builder("attention_decode").build(decode_shape(d), spec);
+  Outcome bad_d = run_case(d, dec, spec, 4, 1, true);
+  EXPECT_FALSE(test::within(test::to_f64(bad_d.got), test::to_f64(bad_d.ref), bad_d.bound));
+}
+
+TEST(AttentionBuilder, ImpossibleShapesAreLimitErrors) {
+  const auto spec = npu::DeviceSpec::preset("xdna2");
+  EXPECT_THROW(op_builder("attention_prefill").build(prefill_shape({4, 0, 9, 2, 64}), spec),
+               LimitError);
+  // A head_dim whose single K/V row and state do not fit L1.
+  EXPECT_THROW(op_builder("attention_decode").build(decode_shape({1, 10, 2, 1, 8192}), spec),
+               LimitError);
+  EXPECT_THROW(op_builder("attention_prefill").build(prefill_shape({4, 0, 2, 1, 64}), spec,
+                                                     {{"rows", 99}}),
+               LimitError);
+}
+
+// Every attention shape of every preset at seq 1 (decode over 1, 17 and 2048
+// keys), 17 and 2048 (prefill) builds, validates and has a timing estimate.
+TEST(AttentionBuilder, EveryPresetShapeBuildsAndValidates) {
+  std::set<std::tuple<int64_t, int64_t, int64_t>> heads;
+  for (const auto& name : model::preset_names()) {
+    model::ModelConfig m = model::preset(name);
+    heads.insert({m.num_heads, m.num_kv_heads, m.head_dim});
+  }
+  for (const auto& dev : {"xdna2", "xdna1"}) {
+    const auto spec = npu::DeviceSpec::preset(dev);
+    for (auto [h, kv, d] : heads) {
+      for (int64_t S : {17, 2048}) {
+        SCOPED_TRACE(fmt::format("{} prefill S={} heads={} kv={} d={}", dev, S, h, kv, d));
+        BuiltOp b = op_builder("attention_prefill").build(prefill_shape({S, 0, h, kv, d}), spec);
+        EXPECT_GT(npu::estimate_time(b.design, spec).total_seconds, 0);
+      }
+      for (int64_t T : {1, 17, 2048, 4096}) {
+        SCOPED_TRACE(fmt::format("{} decode T={} heads={} kv={} d={}", dev, T, h, kv, d));
+        BuiltOp b = op_builder("attention_decode").build(decode_shape({1, T - 1, h, kv, d}), spec);
+        EXPECT_GT(npu::estimate_time(b.design, spec).total_seconds, 0);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera::kernels
