@@ -75,8 +75,15 @@ RowwisePlan plan_rowwise(const RowwiseSpec& s, const npu::DeviceSpec& spec,
   const int64_t budget = spec.compute.memory_bytes;
   int64_t want = ceil_div(s.rows, row_tiles);
   int64_t m = opt(tiles, "m", want);
-  if (!tiles.count("m"))
-    while (m > 1 && footprint(s, m, p.wt) > budget) m = std::max<int64_t>(1, m * 3 / 4);
+  if (!tiles.count("m") && footprint(s, m, p.wt) > budget) {
+    // Largest m that fits (footprint grows with m): fewest, largest calls.
+    int64_t lo = 1, hi = m;
+    while (lo + 1 < hi) {
+      int64_t mid = (lo + hi) / 2;
+      (footprint(s, mid, p.wt) <= budget ? lo : hi) = mid;
+    }
+    m = lo;
+  }
   // Objects are whole 4-byte DMA words.
   if (m < 1 || footprint(s, m, p.wt) > budget || (m * p.wt) % 2)
     throw_error<LimitError>("{}: a block of {} rows x {} columns needs {} bytes of L1 (limit {} "
