@@ -256,6 +256,11 @@ DecodePlan plan_attention_decode(const OpShape& shape, const npu::DeviceSpec& sp
   if (p.bk < 1 || p.l1_bytes() > spec.compute.memory_bytes)
     throw_error<LimitError>("{}: no K/V block fits the {}-byte L1 of {} (bk={})", shape_text(p),
                             spec.compute.memory_bytes, spec.name, p.bk);
+  // Same block count per tile with the smallest block: less zero padding streamed.
+  if (!tiles.count("bk")) {
+    const int64_t nb = ceil_div(ceil_div(p.T, p.bk), splits);
+    p.bk = std::min(p.bk, round_up(ceil_div(p.T, splits * nb), 8));
+  }
   p.NKB = ceil_div(p.T, p.bk);
   p.nb = ceil_div(p.NKB, splits);
   return p;
