@@ -1,7 +1,8 @@
 // The phase-1 threshold table. Common ground for every reason below:
-//  - bf16 has 8 significant bits; round-to-nearest-even gives a relative error
-//    of at most u = 2^-9 ~ 1.95e-3 per rounding, uniformly spread, so about
-//    u / sqrt(3) ~ 1.1e-3 rms. Every NPU input and output is rounded once.
+//  - bf16 has 8 significant bits (7 stored): the spacing in [1, 2) is 2^-7, so
+//    round-to-nearest-even gives a relative error of at most u = 2^-8 ~ 3.9e-3
+//    per rounding (reached just above a power of two), about u / sqrt(3) rms.
+//    Every NPU input and output is rounded once.
 //  - fp32 accumulation adds at most K * 2^-24 relative over a reduction of K
 //    terms (worst case, recursive summation); below 1e-3 for K <= 11008.
 //  - relative figures are relative to max |ref| (metrics.h), so one rounding
@@ -20,7 +21,7 @@
 namespace tessera::pipeline {
 
 namespace {
-constexpr double u = 1.0 / 512.0;  // bf16 unit roundoff 2^-9
+constexpr double u = 1.0 / 256.0;  // bf16 unit roundoff 2^-8 (= kBf16Eps)
 }
 
 const std::vector<Threshold>& kernel_thresholds() {
