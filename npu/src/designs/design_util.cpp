@@ -2,52 +2,32 @@
 
 #include <algorithm>
 
+#include "tessera/npu/builder.h"
 #include "tessera/npu/errors.h"
 
 namespace tessera::npu::detail {
 
+// The reference designs predate builder.h; these keep their call sites short
+// and delegate to the one set of IR constructors.
 CoreOp op_acquire(const std::string& fifo, CoreOp::Port port, int64_t n) {
-  CoreOp op;
-  op.kind = CoreOp::Kind::acquire;
-  op.fifo = fifo;
-  op.port = port;
-  op.count = n;
-  return op;
+  return port == CoreOp::Port::consume ? build::acquire_in(fifo, n) : build::acquire_out(fifo, n);
 }
 
 CoreOp op_release(const std::string& fifo, CoreOp::Port port, int64_t n) {
-  CoreOp op = op_acquire(fifo, port, n);
-  op.kind = CoreOp::Kind::release;
-  return op;
+  return port == CoreOp::Port::consume ? build::release_in(fifo, n) : build::release_out(fifo, n);
 }
 
 CoreOp op_call(const std::string& kernel, std::vector<std::string> args, KernelParams params) {
-  CoreOp op;
-  op.kind = CoreOp::Kind::call;
-  op.kernel = kernel;
-  op.args = std::move(args);
-  op.params = std::move(params);
-  return op;
+  return build::call(kernel, std::move(args), std::move(params));
 }
 
 CoreOp op_loop(int64_t count, std::vector<CoreOp> body) {
-  CoreOp op;
-  op.kind = CoreOp::Kind::loop;
-  op.count = count;
-  op.body = std::move(body);
-  return op;
+  return build::loop(count, std::move(body));
 }
 
 Fifo make_fifo(std::string name, TileCoord producer, std::vector<TileCoord> consumers,
                int64_t object_bytes, int depth, int elem_bytes) {
-  Fifo f;
-  f.name = std::move(name);
-  f.producer = producer;
-  f.consumers = std::move(consumers);
-  f.depth = depth;
-  f.object_bytes = object_bytes;
-  f.elem_bytes = elem_bytes;
-  return f;
+  return build::fifo(name, producer, std::move(consumers), object_bytes, depth, elem_bytes);
 }
 
 namespace {
