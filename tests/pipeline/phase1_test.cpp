@@ -7,6 +7,8 @@
 #include <memory>
 #include <set>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -80,8 +82,11 @@ Model tiny_model(bool qwen2_bias) {
     c.traits = model::arch_traits("Qwen2ForCausalLM");
     c.qkv_bias = true;
   }
+  // ctest runs each test as its own process, in parallel: one directory per
+  // process, or one test reads a model another is still writing.
   const auto dir = std::filesystem::path(::testing::TempDir()) /
-                   (std::string("phase1-") + (qwen2_bias ? "qwen2" : "llama"));
+                   (std::string("phase1-") + (qwen2_bias ? "qwen2-" : "llama-") +
+                    std::to_string(::getpid()));
   model::write_synthetic_model(c, dir, 7, 1);
   model::ModelDir m = model::load_model_dir(dir);
   return {m.config, m.weights};
