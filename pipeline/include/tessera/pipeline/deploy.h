@@ -1,0 +1,84 @@
+#pragma once
+// `tessera deploy`: phases 0, 1, 2, 3 and 6 in order (DESIGN.md "The eight
+// phases"), each gated against the FP32 oracle; stops at the first failing
+// gate with a report naming the phase, the tap and the metrics.
+//
+// The deployment directory:
+//   manifest.json        per artifact: path, sha256, the phase that wrote it;
+//                        per phase: status (passed | failed), inputs' sha256
+//   model/               config.json + tokenizer.json (copied from the source)
+//   weights.safetensors  packed weights (compiler/packed_weights.h)
+//   plan.txt             Plan::dump() of the prefill and decode plans
+//   plan.md              the plan in words: dispatches per layer, predicted
+//                        prefill / decode time, top bounding terms
+//   issues.md            what failed and what was done about it
+//   report.json          every gate result and predicted time
+//   phase<N>.json        one file per phase with its gate table
+// Resume: a rerun skips a phase whose status is passed and whose artifacts'
+// sha256 still match manifest.json; an artifact that does not match (edited,
+// truncated) is redone - never trusted - and issues.md says so.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/compiler/plan.h"
+#include "tessera/npu/device_spec.h"
+#include "tessera/pipeline/metrics.h"
+#include "tessera/pipeline/thresholds.h"
+
+namespace tessera::pipeline {
+
+struct DeployOptions {
+  std::filesystem::path model_dir;  // a HF model directory, or
+  std::string preset;               // a preset with seeded synthetic weights
+  int layers = 0;                   // > 0: truncate the model to this many layers
+  std::filesystem::path out;
+  compiler::PlanStyle style = compiler::PlanStyle::standard;
+  int64_t gate_seq = 17;            // prompt length the gates run
+  int64_t continuation = 32;        // phase 6 greedy tokens
+  uint64_t seed = 1;
+  bool resume = true;               // false: redo every phase
+  npu::DeviceSpec spec;
+  // Progress of long steps: (phase label, done, total).
+  std::function<void(const std::string&, size_t, size_t)> progress;
+};
+
+// One gated quantity: a tap (phase 2), a layer output (phase 3), logits, a
+// continuation token (phase 6).
+struct GateCheck {
+  std::string name;       // "L0.q_rot", "L3.h_out", "logits", "token 7"
+  Metrics metrics;
+  Threshold threshold;
+  bool passed = false;
+  std::string message;    // one line when it failed
+};
+
+struct PhaseResult {
+  int phase = 0;
+  std::string name;       // "oracle", "kernels", "block", "model", "integration"
+  std::string status;     // "passed" | "failed" | "skipped (resumed)"
+  std::vector<GateCheck> checks;
+  double host_seconds = 0;
+  nlohmann::json details; // phase-specific figures (predicted times, tokens, margins)
+};
+
+struct DeployReport {
+  std::string model;
+  std::vector<PhaseResult> phases;
+  bool passed() const;
+  // The first failed phase and check, one line: "phase 3 (model): L7.h_out cosine 0.91 < 0.99".
+  std::string failure() const;
+  nlohmann::json to_json() const;
+};
+
+// Runs the phases; writes the directory as it goes (each phase's artifacts
+// before its status). Throws only for usage / input errors; a failing gate is
+// a report with passed() == false (the CLI maps it to the gate exit code).
+DeployReport deploy(const DeployOptions& opts);
+
+}  // namespace tessera::pipeline

@@ -1,0 +1,64 @@
+#pragma once
+// Runs one Plan (one forward call: S tokens after P cached positions) on the
+// modelled NPU: every NPU step's design executes on the functional simulator
+// with its weights swapped in from PackedWeights (no re-layout) and its
+// activation inputs packed from the values earlier steps produced; host steps
+// (plan.h default style) run here with the same bf16 rules a tile has (they
+// only move bf16 values: gather, copy, argmax).
+//
+// Values are named by ValueRef::str() ("embed", "L0.q", "L0.k_cache",
+// "logits", "host:token_ids", ...) and held as logical row-major FP32 whose
+// every element is a bf16 value (unpack of a bf16 buffer), so phase gates can
+// compare any of them with the oracle tap of the same name.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tessera/compiler/packed_weights.h"
+#include "tessera/compiler/plan.h"
+#include "tessera/npu/device_spec.h"
+#include "tessera/npu/simulator.h"
+
+namespace tessera::runtime {
+
+using Values = std::map<std::string, std::vector<float>>;
+
+struct StepRecord {
+  std::string name;          // Step::name
+  std::string op;            // op name
+  bool npu = true;
+  double predicted_seconds = 0;  // Step::seconds()
+  double host_seconds = 0;       // wall time of this step on this machine (simulation)
+};
+
+struct ExecResult {
+  Values values;                  // every value produced (or only `keep`, see run)
+  double predicted_seconds = 0;   // sum over steps: what the NPU + host would take
+  double host_seconds = 0;        // wall time here (simulation included)
+  std::vector<StepRecord> steps;
+};
+
+class Executor {
+ public:
+  Executor(const npu::DeviceSpec& spec, compiler::PackedWeights& weights);
+
+  // `inputs` holds the host values the graph reads: "host:token_ids" (ids as
+  // floats), "host:rope_cos", "host:rope_sin" ([S, head_dim/2], oracle::
+  // rope_table for positions P..P+S-1), "host:L<i>.k_cache_in" /
+  // "host:L<i>.v_cache_in" ([P+S, kv_dim], rows >= P ignored). Values not in
+  // `keep` are dropped once their last reader ran (keep = nullptr keeps all).
+  // Throws InputError when a needed input is missing, InternalError when a
+  // step's weight layout is absent from the packed weights.
+  ExecResult run(const compiler::Plan& plan, const Values& inputs,
+                 const std::set<std::string>* keep = nullptr,
+                 const std::function<void(size_t, size_t)>& progress = {});
+
+ private:
+  npu::DeviceSpec spec_;
+  compiler::PackedWeights* weights_;
+};
+
+}  // namespace tessera::runtime

@@ -1,0 +1,132 @@
+#pragma once
+// A Session runs a deployed model on the modelled NPU: it owns the packed
+// weights (device DDR), the KV cache and a DesignCache, runs prefill for a
+// prompt of any length, then decode token by token, sampling on the host.
+//
+// Bucket policy (explicit, BucketPolicy): prefill shapes are compiled per
+// bucket, not per prompt and not one fixed 2048: `exact` builds the prompt's
+// own length; `pow2` pads the prompt to the next power of two >= 16 (capped
+// by the context) with token 0 after the real tokens. Padding is exact for the
+// real rows: attention is causal, so real rows never see pad rows; the pad
+// rows' K/V land in cache positions >= the prompt length, which the next
+// decode step overwrites before any attention reads them, and the logits are
+// taken at the last real row. Decode compiles attention / kv_append per
+// context length (only those two designs change between positions; every
+// other design comes from the DesignCache).
+//
+// Timing: every call reports predicted NPU time (timing model + host model,
+// what the device would take) and host wall time (this machine simulating
+// it), separately - never one passed off as the other.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/compiler/packed_weights.h"
+#include "tessera/core/error.h"
+#include "tessera/compiler/plan.h"
+#include "tessera/model/config.h"
+#include "tessera/npu/device_spec.h"
+#include "tessera/runtime/executor.h"
+#include "tessera/runtime/sampler.h"
+
+namespace tessera::runtime {
+
+enum class BucketPolicy { exact, pow2 };
+BucketPolicy parse_bucket_policy(std::string_view name);  // "exact" | "pow2"
+const char* bucket_policy_name(BucketPolicy p);
+// The compiled prefill length for a prompt of n tokens under `policy`.
+int64_t bucket_length(BucketPolicy policy, int64_t n, int64_t context);
+
+struct SessionOptions {
+  compiler::PlanStyle style = compiler::PlanStyle::standard;
+  int64_t context = 0;  // KV capacity in positions; 0: config max capped at 4096
+  BucketPolicy bucket = BucketPolicy::exact;
+  compiler::HostModel host;
+  // Values to keep from each call (ExecResult::values) for the gates; empty:
+  // only the logits.
+  std::set<std::string> keep;
+};
+
+struct CallTiming {
+  int64_t tokens = 0;             // real tokens processed (prompt length or 1)
+  int64_t compiled_tokens = 0;    // bucket length actually run
+  double predicted_seconds = 0;   // NPU + host model
+  double host_seconds = 0;        // wall time on this machine
+};
+
+enum class StopReason { eos, max_tokens, context_full, callback };
+const char* stop_reason_name(StopReason r);
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 32;
+  SamplingOptions sampling;               // temperature 0 = greedy
+  std::vector<int32_t> stop_tokens;       // empty: config eos ids
+  // Called with each new token as soon as it is sampled; return false to stop.
+  std::function<bool(int32_t token)> on_token;
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;            // new tokens only
+  StopReason stop = StopReason::max_tokens;
+  std::string stop_message;               // e.g. "context full: 4096 positions"
+  CallTiming prefill;
+  std::vector<CallTiming> decode;         // one per decode call
+  double decode_predicted_seconds_per_token() const;
+  double decode_host_seconds_per_token() const;
+};
+
+class Session {
+ public:
+  // Throws InputError when `weights` lack a layout the plans need (names it).
+  Session(const model::ModelConfig& config, std::shared_ptr<compiler::PackedWeights> weights,
+          const npu::DeviceSpec& spec, SessionOptions opts = {});
+
+  // Runs the prompt at positions position() .. +n-1; returns the logits of its
+  // last token ([vocab] FP32 of bf16 values). Throws ContextFullError (a
+  // LimitError) when the cache cannot hold it, UsageError for an empty prompt,
+  // InputError for an id outside the vocabulary.
+  std::vector<float> prefill(std::span<const int32_t> tokens);
+  // One token at position(); returns its logits.
+  std::vector<float> decode(int32_t token);
+  // prefill(prompt) then sample / decode until a stop condition.
+  GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& opts);
+
+  int64_t position() const { return position_; }
+  int64_t context() const { return context_; }
+  void reset();  // empties the KV cache
+  const CallTiming& last_timing() const { return last_timing_; }
+  // Values kept from the last call (SessionOptions::keep), named as in executor.h.
+  const Values& last_values() const { return last_values_; }
+  // Plan of the last call (for reports).
+  const compiler::Plan& last_plan() const { return *last_plan_; }
+
+ private:
+  std::vector<float> forward(std::span<const int32_t> tokens, int64_t real);
+
+  model::ModelConfig config_;
+  std::shared_ptr<compiler::PackedWeights> weights_;
+  npu::DeviceSpec spec_;
+  SessionOptions opts_;
+  int64_t context_ = 0;
+  int64_t position_ = 0;
+  std::unique_ptr<compiler::DesignCache> cache_;
+  std::unique_ptr<Executor> exec_;
+  // Per layer, K and V of positions 0..position_-1: [context, kv_dim] FP32 of bf16 values.
+  std::vector<std::vector<float>> k_cache_, v_cache_;
+  CallTiming last_timing_;
+  Values last_values_;
+  std::unique_ptr<compiler::Plan> last_plan_;
+};
+
+// Thrown when a prompt or a decode step would not fit in the KV cache.
+struct ContextFullError : LimitError {
+  using LimitError::LimitError;
+};
+
+}  // namespace tessera::runtime
