@@ -52,9 +52,20 @@ class Executor {
   // `keep` are dropped once their last reader ran (keep = nullptr keeps all).
   // Throws InputError when a needed input is missing, InternalError when a
   // step's weight layout is absent from the packed weights.
+  //
+  // `last_row` is the row a `last_row` ref (ValueRef::last_row: the LM head's
+  // input "final_norm[-1]") takes from its [S, width] value: -1 = row S-1.
+  // A session that pads a prompt to a bucket passes the last REAL row, so the
+  // logits are those of the last real token, not of a pad. progress(done,
+  // total) is called after every step.
+  //
+  // The packed weights are swapped into the simulator's host memory for the
+  // duration of a step (and back, also on exceptions): one Executor, or several
+  // sharing one PackedWeights, must not run concurrently.
   ExecResult run(const compiler::Plan& plan, const Values& inputs,
                  const std::set<std::string>* keep = nullptr,
-                 const std::function<void(size_t, size_t)>& progress = {});
+                 const std::function<void(size_t, size_t)>& progress = {},
+                 int64_t last_row = -1);
 
  private:
   npu::DeviceSpec spec_;

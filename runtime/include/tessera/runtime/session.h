@@ -40,7 +40,8 @@ namespace tessera::runtime {
 enum class BucketPolicy { exact, pow2 };
 BucketPolicy parse_bucket_policy(std::string_view name);  // "exact" | "pow2"
 const char* bucket_policy_name(BucketPolicy p);
-// The compiled prefill length for a prompt of n tokens under `policy`.
+// The compiled prefill length for a prompt of n tokens under `policy`, when
+// `context` positions are free in the KV cache (UsageError if n does not fit).
 int64_t bucket_length(BucketPolicy policy, int64_t n, int64_t context);
 
 struct SessionOptions {
@@ -107,7 +108,14 @@ class Session {
   const compiler::Plan& last_plan() const { return *last_plan_; }
 
  private:
+  // Runs `tokens` (the first `real` of them real, the rest bucket padding) at
+  // position_; copies the real rows' K/V into the cache and advances by `real`.
   std::vector<float> forward(std::span<const int32_t> tokens, int64_t real);
+  Values forward_inputs(std::span<const int32_t> tokens) const;
+  compiler::Plan lower_plan(int64_t seq, int64_t past);
+  void check_layouts(const compiler::Plan& plan) const;  // InputError naming the key
+  void check_tokens(std::span<const int32_t> tokens) const;
+  void check_room(int64_t n, const char* what) const;  // ContextFullError
 
   model::ModelConfig config_;
   std::shared_ptr<compiler::PackedWeights> weights_;
@@ -117,7 +125,8 @@ class Session {
   int64_t position_ = 0;
   std::unique_ptr<compiler::DesignCache> cache_;
   std::unique_ptr<Executor> exec_;
-  // Per layer, K and V of positions 0..position_-1: [context, kv_dim] FP32 of bf16 values.
+  // Per layer, K and V of positions 0..position_-1: [position_, kv_dim] FP32 of
+  // bf16 values (grown per call up to [context, kv_dim], not allocated up front).
   std::vector<std::vector<float>> k_cache_, v_cache_;
   CallTiming last_timing_;
   Values last_values_;

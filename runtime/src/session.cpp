@@ -1,0 +1,239 @@
+#include "tessera/runtime/session.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "tessera/oracle/rope.h"
+
+namespace tessera::runtime {
+
+using compiler::ValueKind;
+using compiler::ValueRef;
+
+BucketPolicy parse_bucket_policy(std::string_view name) {
+  if (name == "exact") return BucketPolicy::exact;
+  if (name == "pow2") return BucketPolicy::pow2;
+  throw_error<UsageError>("unknown bucket policy '{}' (known: exact, pow2)", name);
+}
+
+const char* bucket_policy_name(BucketPolicy p) {
+  return p == BucketPolicy::exact ? "exact" : "pow2";
+}
+
+int64_t bucket_length(BucketPolicy policy, int64_t n, int64_t context) {
+  if (n < 1 || n > context)
+    throw_error<UsageError>("bucket: a prompt of {} tokens does not fit {} positions", n, context);
+  if (policy == BucketPolicy::exact) return n;
+  int64_t b = 16;  // below 16 tokens a bucket per length would compile many tiny shapes
+  while (b < n) b *= 2;
+  return std::min(b, context);
+}
+
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::eos: return "eos";
+    case StopReason::max_tokens: return "max_tokens";
+    case StopReason::context_full: return "context_full";
+    case StopReason::callback: return "callback";
+  }
+  return "?";
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+template <class F>
+double mean_over(const std::vector<CallTiming>& calls, F field) {
+  double s = 0;
+  for (const CallTiming& c : calls) s += field(c);
+  return calls.empty() ? 0.0 : s / static_cast<double>(calls.size());
+}
+
+std::string layer_value(const char* name, int64_t layer, ValueKind kind = ValueKind::activation) {
+  return ValueRef{kind, name, static_cast<int>(layer), false}.str();
+}
+
+}  // namespace
+
+double GenerateResult::decode_predicted_seconds_per_token() const {
+  return mean_over(decode, [](const CallTiming& c) { return c.predicted_seconds; });
+}
+double GenerateResult::decode_host_seconds_per_token() const {
+  return mean_over(decode, [](const CallTiming& c) { return c.host_seconds; });
+}
+
+Session::Session(const model::ModelConfig& config,
+                 std::shared_ptr<compiler::PackedWeights> weights, const npu::DeviceSpec& spec,
+                 SessionOptions opts)
+    : config_(config), weights_(std::move(weights)), spec_(spec), opts_(std::move(opts)) {
+  config_.validate();
+  if (weights_ == nullptr) throw_error<UsageError>("session {}: no packed weights", config_.name);
+  if (opts_.context < 0)
+    throw_error<UsageError>("session {}: context {} must be >= 0 (0: the model's maximum, capped "
+                            "at 4096)", config_.name, opts_.context);
+  context_ = opts_.context > 0 ? opts_.context
+                               : std::min<int64_t>(config_.max_position_embeddings, 4096);
+  cache_ = std::make_unique<compiler::DesignCache>(spec_);
+  exec_ = std::make_unique<Executor>(spec_, *weights_);
+  const auto n = static_cast<size_t>(config_.num_layers);
+  k_cache_.assign(n, {});
+  v_cache_.assign(n, {});
+  // Fail at construction, not at the first decode, when the weights were
+  // packed for other plans (another model, spec or style).
+  check_layouts(lower_plan(1, 0));
+}
+
+compiler::Plan Session::lower_plan(int64_t seq, int64_t past) {
+  compiler::PlanOptions po;
+  po.style = opts_.style;
+  po.context = context_;
+  po.host = opts_.host;
+  return compiler::lower(config_, seq, past, *cache_, po);
+}
+
+void Session::check_layouts(const compiler::Plan& plan) const {
+  for (const compiler::Step& s : plan.steps)
+    for (const std::string& key : s.weight_layouts)
+      if (!key.empty() && !weights_->contains(key))
+        throw_error<InputError>("session {}: the packed weights (model '{}', spec '{}') lack "
+                                "layout '{}' that step {} of the S={} P={} plan reads",
+                                config_.name, weights_->model, weights_->spec, key, s.name,
+                                plan.seq, plan.past);
+}
+
+void Session::reset() {
+  position_ = 0;
+  for (auto& k : k_cache_) k.clear();
+  for (auto& v : v_cache_) v.clear();
+  last_values_.clear();
+}
+
+void Session::check_tokens(std::span<const int32_t> tokens) const {
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= config_.vocab_size)
+      throw_error<InputError>("session {}: token {} has id {} outside the vocabulary [0, {})",
+                              config_.name, i, tokens[i], config_.vocab_size);
+}
+
+void Session::check_room(int64_t n, const char* what) const {
+  if (position_ + n > context_)
+    throw_error<ContextFullError>("context full: {} of {} tokens at position {} needs {} "
+                                  "positions, the KV cache holds {}", what, n, position_,
+                                  position_ + n, context_);
+}
+
+std::vector<float> Session::prefill(std::span<const int32_t> tokens) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  if (n == 0) throw_error<UsageError>("session {}: prefill of an empty prompt", config_.name);
+  check_tokens(tokens);
+  check_room(n, "a prompt");
+  const int64_t S = bucket_length(opts_.bucket, n, context_ - position_);
+  std::vector<int32_t> padded(tokens.begin(), tokens.end());
+  padded.resize(static_cast<size_t>(S), 0);  // pad rows: token 0, after the real ones
+  return forward(padded, n);
+}
+
+std::vector<float> Session::decode(int32_t token) {
+  check_tokens(std::span<const int32_t>(&token, 1));
+  check_room(1, "a decode step");
+  return forward(std::span<const int32_t>(&token, 1), 1);
+}
+
+Values Session::forward_inputs(std::span<const int32_t> tokens) const {
+  const auto S = static_cast<int64_t>(tokens.size());
+  const int64_t P = position_, kvd = config_.kv_dim();
+  Values in;
+  in["host:token_ids"] = std::vector<float>(tokens.begin(), tokens.end());
+  oracle::RopeTable rope = oracle::rope_table(config_, P, S);
+  in["host:rope_cos"] = std::move(rope.cos);
+  in["host:rope_sin"] = std::move(rope.sin);
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    // [P + S, kv_dim]: the cached rows, then room for this call's rows.
+    for (auto* src : {&k_cache_, &v_cache_}) {
+      const auto& cached = (*src)[static_cast<size_t>(l)];
+      std::vector<float> buf(static_cast<size_t>((P + S) * kvd), 0.0f);
+      std::copy(cached.begin(), cached.begin() + P * kvd, buf.begin());
+      in[layer_value(src == &k_cache_ ? "k_cache_in" : "v_cache_in", l, ValueKind::host)] =
+          std::move(buf);
+    }
+  }
+  return in;
+}
+
+std::vector<float> Session::forward(std::span<const int32_t> tokens, int64_t real) {
+  const auto t0 = Clock::now();
+  const auto S = static_cast<int64_t>(tokens.size());
+  const int64_t P = position_, kvd = config_.kv_dim();
+  compiler::Plan plan = lower_plan(S, P);
+  check_layouts(plan);
+  std::set<std::string> keep = opts_.keep;
+  keep.insert("logits");
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    keep.insert(layer_value("k_cache", l));
+    keep.insert(layer_value("v_cache", l));
+  }
+  ExecResult res = exec_->run(plan, forward_inputs(tokens), &keep, {}, real - 1);
+  // Only the real rows enter the session cache: pad rows' K/V (positions
+  // >= P + real) are garbage for later calls.
+  for (int64_t l = 0; l < config_.num_layers; ++l)
+    for (auto* dst : {&k_cache_, &v_cache_}) {
+      const std::string name = layer_value(dst == &k_cache_ ? "k_cache" : "v_cache", l);
+      const std::vector<float>& rows = res.values.at(name);
+      auto& cache = (*dst)[static_cast<size_t>(l)];
+      cache.resize(static_cast<size_t>((P + real) * kvd));
+      std::copy(rows.begin() + P * kvd, rows.begin() + (P + real) * kvd, cache.begin() + P * kvd);
+      if (!opts_.keep.count(name)) res.values.erase(name);
+    }
+  std::vector<float> logits = res.values.at("logits");
+  position_ += real;
+  last_values_ = std::move(res.values);
+  last_plan_ = std::make_unique<compiler::Plan>(std::move(plan));
+  last_timing_ = CallTiming{real, S, res.predicted_seconds,
+                            std::chrono::duration<double>(Clock::now() - t0).count()};
+  return logits;
+}
+
+GenerateResult Session::generate(std::span<const int32_t> prompt, const GenerateOptions& opts) {
+  if (opts.max_new_tokens < 0)
+    throw_error<UsageError>("generate: max_new_tokens {} must be >= 0", opts.max_new_tokens);
+  Sampler sampler(opts.sampling);
+  std::vector<int64_t> stops(opts.stop_tokens.begin(), opts.stop_tokens.end());
+  if (stops.empty()) stops = config_.eos_token_ids;
+  GenerateResult r;
+  std::vector<float> logits = prefill(prompt);
+  r.prefill = last_timing_;
+  while (true) {
+    if (static_cast<int64_t>(r.tokens.size()) >= opts.max_new_tokens) {
+      r.stop = StopReason::max_tokens;
+      r.stop_message = fmt::format("max tokens: {}", opts.max_new_tokens);
+      break;
+    }
+    const int32_t tok = sampler.sample(logits);
+    r.tokens.push_back(tok);
+    const bool go_on = !opts.on_token || opts.on_token(tok);
+    if (std::find(stops.begin(), stops.end(), tok) != stops.end()) {
+      r.stop = StopReason::eos;
+      r.stop_message = fmt::format("stop token {}", tok);
+      break;
+    }
+    if (!go_on) {
+      r.stop = StopReason::callback;
+      r.stop_message = "stopped by the token callback";
+      break;
+    }
+    if (static_cast<int64_t>(r.tokens.size()) >= opts.max_new_tokens) continue;
+    if (position_ >= context_) {  // the next decode would not fit: stop, do not throw
+      r.stop = StopReason::context_full;
+      r.stop_message = fmt::format("context full: {} positions", context_);
+      break;
+    }
+    logits = decode(tok);
+    r.decode.push_back(last_timing_);
+  }
+  return r;
+}
+
+}  // namespace tessera::runtime
