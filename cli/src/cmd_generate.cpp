@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "cli_common.h"
 #include "command.h"
 #include "tessera/core/error.h"
 #include "tessera/model/model_dir.h"
@@ -29,32 +30,7 @@ struct GenerateArgs {
   tessera::runtime::SamplingOptions sampling;
 };
 
-// Emits the growing decoded text without splitting a multi-byte character:
-// text that currently ends in U+FFFD (an incomplete UTF-8 sequence decoded
-// lossily) is held back until a later token completes it or generation ends.
-class TextStream {
- public:
-  std::string next(const std::string& full, bool final) {
-    static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
-    size_t stable = full.size();
-    if (!final)
-      while (stable >= kReplacement.size() &&
-             std::string_view(full).substr(stable - kReplacement.size(), kReplacement.size()) ==
-                 kReplacement)
-        stable -= kReplacement.size();
-    const size_t common = std::mismatch(emitted_.begin(), emitted_.end(), full.begin(),
-                                        full.begin() + static_cast<ptrdiff_t>(stable))
-                              .first -
-                          emitted_.begin();
-    if (common < emitted_.size() || stable <= emitted_.size()) return {};
-    std::string out = full.substr(emitted_.size(), stable - emitted_.size());
-    emitted_ = full.substr(0, stable);
-    return out;
-  }
-
- private:
-  std::string emitted_;
-};
+using tessera::cli::TextStream;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 

@@ -26,9 +26,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tessera/compiler/packed_weights.h"
 #include "tessera/compiler/plan.h"
 #include "tessera/npu/device_spec.h"
 #include "tessera/pipeline/metrics.h"
+#include "tessera/pipeline/phase1.h"
 #include "tessera/pipeline/thresholds.h"
 
 namespace tessera::pipeline {
@@ -46,6 +48,15 @@ struct DeployOptions {
   npu::DeviceSpec spec;
   // Progress of long steps: (phase label, done, total).
   std::function<void(const std::string&, size_t, size_t)> progress;
+  // The gate prompt as token ids (e.g. a transformers fixture's prompt); empty:
+  // gate_seq ids drawn from `seed` over the vocabulary. Its length overrides gate_seq.
+  std::vector<int32_t> prompt;
+  int last_phase = 6;            // stop after this phase (0, 1, 2, 3 or 6)
+  // Test injection (planted bugs): phase 1's builder lookup (empty: the
+  // registered builders), and a hook that edits the packed weights after they
+  // are packed or loaded, before phases 2, 3 and 6 run on them.
+  BuilderLookup builders;
+  std::function<void(compiler::PackedWeights&)> tamper_packed;
 };
 
 // One gated quantity: a tap (phase 2), a layer output (phase 3), logits, a

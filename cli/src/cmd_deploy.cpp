@@ -1,0 +1,88 @@
+// tessera deploy: phases 0, 1, 2, 3, 6 (pipeline/deploy.h) into a deployment
+// directory, resumable; one line per phase, then PASS or the failing gate in
+// one line (exit 5).
+#include <cstdio>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "command.h"
+#include "tessera/core/error.h"
+#include "tessera/core/log.h"
+#include "tessera/pipeline/deploy.h"
+
+namespace {
+
+struct DeployArgs {
+  std::string model_dir, preset, out, style = "default", spec = "xdna2";
+  int layers = 0;
+  int64_t seq = 17, tokens = 32;
+  uint64_t seed = 1;
+  int until = 6;
+  bool fresh = false, json = false;
+};
+
+std::string phase_line(const tessera::pipeline::PhaseResult& p) {
+  size_t failed = 0;
+  for (const auto& c : p.checks) failed += c.passed ? 0 : 1;
+  return fmt::format("phase {} {:<12} {:<18} {:>4} checks, {} failed, {:.2f} s", p.phase, p.name, p.status,
+                     p.checks.size(), failed, p.host_seconds);
+}
+
+int run(const DeployArgs& a) {
+  using namespace tessera;
+  if (a.model_dir.empty() == a.preset.empty())
+    throw_error<UsageError>("deploy: give exactly one of -m DIR or --preset NAME");
+  pipeline::DeployOptions o;
+  o.model_dir = a.model_dir;
+  o.preset = a.preset;
+  o.layers = a.layers;
+  o.out = a.out;
+  o.style = compiler::parse_plan_style(a.style);
+  o.gate_seq = a.seq;
+  o.continuation = a.tokens;
+  o.seed = a.seed;
+  o.resume = !a.fresh;
+  o.last_phase = a.until;
+  o.spec = cli::spec_from_arg(a.spec);
+  o.progress = [](const std::string& step, size_t done, size_t total) { report_progress(step, done, total); };
+  const pipeline::DeployReport rep = pipeline::deploy(o);
+  if (a.json) {
+    std::printf("%s\n", rep.to_json().dump(2).c_str());
+  } else {
+    for (const auto& p : rep.phases) std::printf("%s\n", phase_line(p).c_str());
+  }
+  if (!rep.passed()) throw_error<GateError>("deploy: {} failed {}", rep.model, rep.failure());
+  if (!a.json)
+    std::printf("PASS: %s deployed to %s (report.json, plan.md, issues.md)\n", rep.model.c_str(), a.out.c_str());
+  return 0;
+}
+
+tessera::cli::Action setup(CLI::App& app) {
+  auto a = std::make_shared<DeployArgs>();
+  auto* sub = app.add_subcommand("deploy", "Deploy a model onto the NPU: phases 0-3 and 6, each gated");
+  sub->add_option("-m,--model", a->model_dir, "Model directory (config.json + safetensors)");
+  sub->add_option("--preset", a->preset, "Built-in preset with seeded synthetic weights");
+  sub->add_option("--out", a->out, "Deployment directory (created; rerun resumes)")->required();
+  sub->add_option("--layers", a->layers, "Keep only the first N layers")->check(CLI::PositiveNumber);
+  sub->add_option("--style", a->style, "Plan style: default | per-op")->capture_default_str();
+  sub->add_option("--seq", a->seq, "Gate prompt length in tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{2}, int64_t{4096}));
+  sub->add_option("--tokens", a->tokens, "Greedy tokens checked in phase 6")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  sub->add_option("--spec", a->spec, "Device: xdna2 | xdna1 | spec JSON file")->capture_default_str();
+  sub->add_option("--seed", a->seed, "Seed of the gate prompt and synthetic weights")->capture_default_str();
+  sub->add_option("--until", a->until, "Stop after this phase (0, 1, 2, 3, 6)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({0, 1, 2, 3, 6}));
+  sub->add_flag("--fresh", a->fresh, "Redo every phase (ignore the manifest)");
+  sub->add_flag("--json", a->json, "Print report.json instead of the phase lines");
+  return [a] { return run(*a); };
+}
+TESSERA_COMMAND("deploy", setup);
+
+}  // namespace

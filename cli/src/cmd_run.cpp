@@ -1,0 +1,116 @@
+// tessera run: text generation on the modelled NPU from a deployment directory
+// (tessera deploy). The packed weights, config and device spec are verified
+// against manifest.json before use; the text streams to stdout, the timing
+// line goes to stderr (as `tessera generate`), predicted NPU time and host
+// wall time side by side, never one passed off as the other.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "command.h"
+#include "tessera/compiler/packed_weights.h"
+#include "tessera/core/error.h"
+#include "tessera/core/log.h"
+#include "tessera/model/tokenizer.h"
+#include "tessera/pipeline/manifest.h"
+#include "tessera/runtime/session.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunArgs {
+  std::string dir, prompt, bucket = "exact";
+  int64_t max_tokens = 64;
+  tessera::runtime::SamplingOptions sampling;
+};
+
+// Every file `run` trusts must still be what deploy wrote.
+void verify(const fs::path& dir, const tessera::pipeline::Manifest& m) {
+  using namespace tessera;
+  for (const char* f : {"model/config.json", "spec.json", "weights.safetensors"}) {
+    if (!m.artifacts.count(f))
+      throw_error<InputError>("run: {} is not a deployment with {} (run tessera deploy first)", dir.string(), f);
+    if (!m.artifact_matches(dir, f))
+      throw_error<InputError>("run: {} does not match its sha256 in {}/manifest.json (edited or truncated): "
+                              "redeploy", (dir / f).string(), dir.string());
+  }
+  auto p6 = m.phases.find(6);
+  if (p6 == m.phases.end() || p6->second.status != "passed")
+    log_warn("{} has not passed phase 6 (integration): its output is not verified", dir.string());
+}
+
+std::string rate(double n, double s) { return s > 0 ? fmt::format("{:.1f} tok/s", n / s) : "n/a"; }
+
+int run(const RunArgs& a) {
+  using namespace tessera;
+  runtime::Sampler check(a.sampling);  // validates the options before any loading
+  const auto bucket = runtime::parse_bucket_policy(a.bucket);
+  const fs::path dir(a.dir);
+  std::string problem;
+  const pipeline::Manifest m = pipeline::Manifest::load(dir, &problem);
+  if (!problem.empty()) throw_error<InputError>("run: {}: {}", dir.string(), problem);
+  verify(dir, m);
+  const model::ModelConfig config = model::load_config(dir / "model/config.json");
+  if (!fs::exists(dir / "model/tokenizer.json"))
+    throw_error<FileError>("run: {} has no tokenizer (model/tokenizer.json)", dir.string());
+  const auto tok = model::Tokenizer::from_file(dir / "model/tokenizer.json");
+  std::ifstream sj(dir / "spec.json");
+  const npu::DeviceSpec spec = npu::DeviceSpec::from_json(nlohmann::json::parse(sj));
+  auto weights = std::make_shared<compiler::PackedWeights>(compiler::PackedWeights::load(dir / "weights.safetensors"));
+  const std::vector<int32_t> prompt = tok.encode(a.prompt, true);
+  if (prompt.empty()) throw_error<UsageError>("run: the prompt encodes to no tokens");
+
+  runtime::SessionOptions so;
+  so.bucket = bucket;
+  runtime::Session session(config, weights, spec, so);
+  runtime::GenerateOptions go;
+  go.max_new_tokens = a.max_tokens;
+  go.sampling = a.sampling;
+  std::vector<int32_t> text;
+  cli::TextStream stream;
+  go.on_token = [&](int32_t t) {
+    text.push_back(t);
+    std::fputs(stream.next(tok.decode(text, true), false).c_str(), stdout);
+    std::fflush(stdout);
+    return true;
+  };
+  const runtime::GenerateResult r = session.generate(prompt, go);
+  std::fputs(stream.next(tok.decode(text, true), true).c_str(), stdout);
+  std::fputs("\n", stdout);
+  std::fflush(stdout);
+  const auto& p = r.prefill;
+  const double dp = r.decode_predicted_seconds_per_token(), dh = r.decode_host_seconds_per_token();
+  std::fprintf(stderr,
+               "prompt %lld tokens (bucket %lld); prefill: NPU predicted %.3f ms (%s), host %.2f s; "
+               "decode: %zu steps, NPU predicted %s (%.3f ms/token), host %.2f s/token; stop: %s (%s)\n",
+               static_cast<long long>(p.tokens), static_cast<long long>(p.compiled_tokens),
+               p.predicted_seconds * 1e3, rate(static_cast<double>(p.tokens), p.predicted_seconds).c_str(),
+               p.host_seconds, r.decode.size(), rate(1, dp).c_str(), dp * 1e3, dh,
+               runtime::stop_reason_name(r.stop), r.stop_message.c_str());
+  return 0;
+}
+
+tessera::cli::Action setup(CLI::App& app) {
+  auto a = std::make_shared<RunArgs>();
+  auto* sub = app.add_subcommand("run", "Generate text on the modelled NPU from a deployment directory");
+  sub->add_option("dir", a->dir, "Deployment directory (tessera deploy --out)")->required();
+  sub->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
+  sub->add_option("-n,--max-tokens", a->max_tokens, "Tokens to generate at most")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--temperature", a->sampling.temperature, "0 = greedy")->capture_default_str();
+  sub->add_option("--top-k", a->sampling.top_k, "Keep the K most likely tokens (0 = all)")->capture_default_str();
+  sub->add_option("--top-p", a->sampling.top_p, "Nucleus mass to keep (1 = all)")->capture_default_str();
+  sub->add_option("--seed", a->sampling.seed, "Sampling seed")->capture_default_str();
+  sub->add_option("--bucket", a->bucket, "Prefill shapes: exact | pow2")->capture_default_str();
+  return [a] { return run(*a); };
+}
+TESSERA_COMMAND("run", setup);
+
+}  // namespace

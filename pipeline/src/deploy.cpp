@@ -1,0 +1,113 @@
+// deploy(): phases 0, 1, 2, 3, 6 in order with resume (deploy.h). A phase is
+// skipped only when the manifest says it passed, every artifact it wrote still
+// has its recorded sha256, and what it read (options, source, earlier
+// artifacts) hashes the same; anything else is redone and issues.md says why.
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "deploy_internal.h"
+#include "tessera/core/error.h"
+
+namespace tessera::pipeline {
+
+namespace {
+
+using detail::Context;
+using PhaseFn = PhaseResult (*)(Context&, std::vector<std::string>&);
+
+struct PhaseEntry {
+  int phase;
+  PhaseFn run;
+};
+
+constexpr PhaseEntry kPhases[] = {{0, detail::run_phase0},
+                                  {1, detail::run_phase1_gate},
+                                  {2, detail::run_phase2},
+                                  {3, detail::run_phase3},
+                                  {6, detail::run_phase6}};
+
+std::string phase_file(int p) { return fmt::format("phase{}.json", p); }
+
+std::string read_file(const std::filesystem::path& f) {
+  std::ifstream in(f, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The skip decision; every reason to redo a previously passed phase becomes an issue line.
+bool can_skip(Context& ctx, int p) {
+  if (!ctx.opts.resume) return false;
+  auto it = ctx.manifest.phases.find(p);
+  if (it == ctx.manifest.phases.end()) return false;
+  if (it->second.status != "passed") {
+    ctx.issues.push_back(fmt::format("phase {} had status '{}': redone", p, it->second.status));
+    return false;
+  }
+  const std::vector<std::string> stale = ctx.manifest.stale(ctx.out, p);
+  if (!stale.empty()) {
+    ctx.issues.push_back(fmt::format("phase {} redone, its artifacts are not trusted: {}", p, fmt::join(stale, "; ")));
+    return false;
+  }
+  std::vector<std::string> changed;
+  const auto now = ctx.inputs_of(p);
+  for (const auto& [name, sha] : now) {
+    auto old = it->second.inputs.find(name);
+    if (old == it->second.inputs.end() || old->second != sha) changed.push_back(name);
+  }
+  if (!changed.empty() || now.size() != it->second.inputs.size()) {
+    ctx.issues.push_back(fmt::format("phase {} redone: its inputs changed ({})", p, fmt::join(changed, ", ")));
+    return false;
+  }
+  return true;
+}
+
+PhaseResult run_one(Context& ctx, const PhaseEntry& e) {
+  std::vector<std::string> artifacts;
+  PhaseResult r = e.run(ctx, artifacts);
+  detail::write_json(ctx.out / phase_file(e.phase), detail::phase_to_json(r));
+  artifacts.push_back(phase_file(e.phase));
+  // Artifacts before status: a crash in between leaves a phase that is redone.
+  for (const auto& a : artifacts) ctx.manifest.record(ctx.out, a, e.phase);
+  ctx.manifest.phases[e.phase] = {r.status, ctx.inputs_of(e.phase)};
+  ctx.manifest.save(ctx.out);
+  return r;
+}
+
+}  // namespace
+
+DeployReport deploy(const DeployOptions& opts) {
+  std::string problem;
+  Manifest manifest = opts.resume ? Manifest::load(opts.out, &problem) : Manifest{};
+  Context ctx(opts, manifest);
+  if (!problem.empty()) ctx.issues.push_back(problem);
+  std::filesystem::create_directories(ctx.out);
+  DeployReport rep;
+  rep.model = ctx.config.name;
+  for (const PhaseEntry& e : kPhases) {
+    if (e.phase > opts.last_phase) break;
+    ctx.progress(fmt::format("phase {}", e.phase), 0, 1);
+    if (can_skip(ctx, e.phase)) {
+      std::ifstream in(ctx.out / phase_file(e.phase));
+      PhaseResult r = detail::phase_from_json(nlohmann::json::parse(in));
+      r.status = "skipped (resumed)";
+      rep.phases.push_back(std::move(r));
+      continue;
+    }
+    rep.phases.push_back(run_one(ctx, e));
+    if (rep.phases.back().status == "failed") {
+      ctx.issues.push_back(fmt::format("stopped at phase {}: later phases not run", e.phase));
+      break;
+    }
+  }
+  detail::write_json(ctx.out / "report.json", rep.to_json());
+  const auto issues = ctx.out / "issues.md";
+  detail::write_text(issues, detail::issues_markdown(std::filesystem::exists(issues) ? read_file(issues) : "",
+                                                     rep, ctx.issues));
+  return rep;
+}
+
+}  // namespace tessera::pipeline

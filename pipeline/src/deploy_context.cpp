@@ -1,0 +1,201 @@
+// The deployment context: lazily loaded weights, oracle results, plans and
+// packed weights (deploy_internal.h), and the input hashes resume relies on.
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "deploy_internal.h"
+#include "tessera/core/error.h"
+#include "tessera/model/model_dir.h"
+#include "tessera/model/synth.h"
+#include "tessera/oracle/rope.h"
+
+namespace tessera::pipeline::detail {
+
+namespace {
+
+model::ModelConfig initial_config(const DeployOptions& o) {
+  if (o.model_dir.empty() == o.preset.empty())
+    throw_error<UsageError>("deploy: give exactly one of a model directory or a preset");
+  if (o.layers < 0) throw_error<UsageError>("deploy: --layers must be > 0, got {}", o.layers);
+  std::optional<int64_t> layers;
+  if (o.layers > 0) layers = o.layers;
+  if (!o.preset.empty()) return model::synthetic_config(model::preset(o.preset), layers);
+  model::ModelConfig c = model::load_config(o.model_dir / "config.json");
+  if (layers) {
+    if (*layers > c.num_layers)
+      throw_error<UsageError>("deploy: --layers {} exceeds the {} layers of {}", *layers,
+                              c.num_layers, o.model_dir.string());
+    c.num_layers = *layers;
+  }
+  return c;
+}
+
+}  // namespace
+
+std::vector<int32_t> gate_prompt(uint64_t seed, int64_t n, int64_t vocab) {
+  std::vector<int32_t> ids;
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(i) + 1;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    ids.push_back(static_cast<int32_t>(z % static_cast<uint64_t>(vocab)));
+  }
+  return ids;
+}
+
+runtime::Values host_inputs(const model::ModelConfig& c, const std::vector<int32_t>& tokens) {
+  const auto S = static_cast<int64_t>(tokens.size());
+  runtime::Values v;
+  v["host:token_ids"] = std::vector<float>(tokens.begin(), tokens.end());
+  const oracle::RopeTable rope = oracle::rope_table(c, 0, S);
+  v["host:rope_cos"] = rope.cos;
+  v["host:rope_sin"] = rope.sin;
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    for (const char* kv : {"k_cache_in", "v_cache_in"})
+      v[fmt::format("host:L{}.{}", l, kv)] = std::vector<float>(static_cast<size_t>(S * c.kv_dim()), 0.0f);
+  return v;
+}
+
+const std::vector<float>& npu_value(const runtime::ExecResult& r, const std::string& name) {
+  auto it = r.values.find(name);
+  TESSERA_CHECK(it != r.values.end(), "the NPU run kept no value {}", name);
+  return it->second;
+}
+
+std::vector<float> OracleRun::step_row(size_t i, int64_t vocab) const {
+  const auto V = static_cast<size_t>(vocab);
+  TESSERA_CHECK((i + 1) * V <= step_logits.size(), "oracle step {} of {} logits", i, step_logits.size() / V);
+  return {step_logits.begin() + static_cast<std::ptrdiff_t>(i * V),
+          step_logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * V)};
+}
+
+Context::Context(const DeployOptions& o, Manifest& m)
+    : opts(o), manifest(m), out(o.out), config(initial_config(o)) {
+  if (out.empty()) throw_error<UsageError>("deploy: an output directory is required (--out)");
+  if (o.prompt.empty() && o.gate_seq < 2)
+    throw_error<UsageError>("deploy: the gate prompt needs >= 2 tokens, got --seq {}", o.gate_seq);
+  if (o.continuation < 1)
+    throw_error<UsageError>("deploy: the continuation needs >= 1 token, got {}", o.continuation);
+  for (int32_t t : o.prompt)
+    if (t < 0 || t >= config.vocab_size)
+      throw_error<UsageError>("deploy: prompt id {} outside the vocabulary [0, {})", t, config.vocab_size);
+}
+
+int64_t Context::seq() const {
+  return opts.prompt.empty() ? opts.gate_seq : static_cast<int64_t>(opts.prompt.size());
+}
+
+fs::path Context::source_dir() const {
+  return opts.preset.empty() ? opts.model_dir : out / "source";
+}
+
+const model::Weights& Context::weights() {
+  if (weights_) return *weights_;
+  model::ModelDir md = model::load_model_dir(source_dir());
+  // Only the tensors of the kept layers (the rest would fail check_against).
+  model::Weights w;
+  for (const auto& s : model::tensor_specs(config)) w.add(s.name, md.weights.get(s.name));
+  w.check_against(config);
+  weights_ = std::move(w);
+  return *weights_;
+}
+
+OracleRun& Context::oracle() {
+  if (!oracle_) oracle_ = load_oracle(out / "oracle.safetensors");
+  return *oracle_;
+}
+
+void Context::set_oracle(OracleRun run) { oracle_ = std::move(run); }
+
+compiler::DesignCache& Context::cache() {
+  if (!cache_) cache_ = std::make_unique<compiler::DesignCache>(opts.spec);
+  return *cache_;
+}
+
+const compiler::Plan& Context::prefill_plan() {
+  compiler::PlanOptions po;
+  po.style = opts.style;
+  if (!prefill_) prefill_ = std::make_unique<compiler::Plan>(compiler::lower(config, seq(), 0, cache(), po));
+  return *prefill_;
+}
+
+const compiler::Plan& Context::decode_plan() {
+  compiler::PlanOptions po;
+  po.style = opts.style;
+  if (!decode_) decode_ = std::make_unique<compiler::Plan>(compiler::lower(config, 1, seq(), cache(), po));
+  return *decode_;
+}
+
+std::shared_ptr<compiler::PackedWeights> Context::packed() {
+  if (packed_) return packed_;
+  const fs::path file = out / "weights.safetensors";
+  compiler::PackedWeights pw;
+  if (manifest.artifact_matches(out, "weights.safetensors")) {
+    pw = compiler::PackedWeights::load(file);
+  } else {
+    if (fs::exists(file))
+      issues.push_back("weights.safetensors did not match its sha256 in manifest.json: repacked "
+                       "from the source weights, never loaded");
+    std::vector<const compiler::Plan*> plans = {&prefill_plan(), &decode_plan()};
+    pw = compiler::pack_weights(plans, config, weights(),
+                                [this](size_t d, size_t t) { progress("pack weights", d, t); });
+    pw.save(file);
+  }
+  packed_ = std::make_shared<compiler::PackedWeights>(std::move(pw));
+  if (opts.tamper_packed) opts.tamper_packed(*packed_);
+  return packed_;
+}
+
+std::string Context::options_hash() const {
+  const nlohmann::json j = {
+      {"source", opts.preset.empty() ? fs::absolute(opts.model_dir).string() : "preset:" + opts.preset},
+      {"layers", config.num_layers},
+      {"prompt", opts.prompt.empty() ? gate_prompt(opts.seed, opts.gate_seq, config.vocab_size) : opts.prompt},
+      {"continuation", opts.continuation},
+      {"seed", opts.seed},
+      {"style", compiler::plan_style_name(opts.style)},
+      {"spec", opts.spec.to_json()}};
+  return sha256_text(j.dump());
+}
+
+std::string Context::source_hash() {
+  if (source_hash_) return *source_hash_;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(source_dir())) {
+    const std::string n = e.path().filename().string();
+    if (n == "config.json" || n == "tokenizer.json" || n.ends_with(".safetensors") ||
+        n.ends_with(".safetensors.index.json"))
+      files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  std::string all;
+  for (size_t i = 0; i < files.size(); ++i) {
+    progress("hash source", i, files.size());
+    all += files[i].filename().string() + ":" + sha256_file(files[i]) + "\n";
+  }
+  progress("hash source", files.size(), files.size());
+  source_hash_ = sha256_text(all);
+  return *source_hash_;
+}
+
+std::map<std::string, std::string> Context::inputs_of(int phase) {
+  std::map<std::string, std::string> in = {{"options", options_hash()}};
+  // A preset's source is phase 0's own output; a model directory is an input of every phase.
+  if (phase > 0 || opts.preset.empty()) in["source"] = source_hash();
+  if (phase >= 2) {
+    for (const char* a : {"oracle.safetensors", "weights.safetensors"}) {
+      auto it = manifest.artifacts.find(a);
+      if (it != manifest.artifacts.end()) in[a] = it->second.sha256;
+    }
+  }
+  return in;
+}
+
+void Context::progress(const std::string& label, size_t done, size_t total) const {
+  if (opts.progress) opts.progress(label, done, total);
+}
+
+}  // namespace tessera::pipeline::detail

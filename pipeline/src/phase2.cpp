@@ -1,0 +1,71 @@
+// Phase 2: one transformer block on the NPU (the model truncated to layer 0,
+// same weights, the packed copy phases 3 and 6 use), every tap of the block
+// gated against the oracle's layer-0 taps with thresholds derived from the
+// op path (deploy_thresholds.h). Also writes the compiled artifacts:
+// weights.safetensors, plan.txt, plan.md.
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "deploy_internal.h"
+#include "tessera/core/error.h"
+#include "tessera/oracle/taps.h"
+#include "tessera/pipeline/deploy_thresholds.h"
+
+namespace tessera::pipeline::detail {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+}
+
+PhaseResult run_phase2(Context& ctx, std::vector<std::string>& artifacts) {
+  const auto t0 = Clock::now();
+  PhaseResult r{2, "block", "passed", {}, 0, nlohmann::json::object()};
+  std::shared_ptr<compiler::PackedWeights> pw = ctx.packed();
+  const compiler::Plan& pre = ctx.prefill_plan();
+  const compiler::Plan& dec = ctx.decode_plan();
+  write_text(ctx.out / "plan.txt", pre.dump() + "\n" + dec.dump());
+  write_text(ctx.out / "plan.md", plan_markdown(pre, dec));
+  write_json(ctx.out / "spec.json", ctx.opts.spec.to_json());  // what `tessera run` simulates
+  for (const char* a : {"weights.safetensors", "plan.txt", "plan.md", "spec.json"}) artifacts.push_back(a);
+
+  model::ModelConfig c1 = ctx.config;
+  c1.num_layers = 1;
+  compiler::PlanOptions po;
+  po.style = ctx.opts.style;
+  const compiler::Plan block = compiler::lower(c1, ctx.seq(), 0, ctx.cache(), po);
+  const OracleRun& orc = ctx.oracle();
+  runtime::Executor exec(ctx.opts.spec, *pw);
+  const runtime::ExecResult res = exec.run(block, host_inputs(c1, orc.prompt), nullptr,
+                                           [&](size_t d, size_t t) { ctx.progress("phase 2: block", d, t); });
+  const auto limits = block_thresholds(block.graph);
+  for (const std::string& tap : oracle::layer_tap_names()) {
+    const std::string key = "L0." + tap;
+    auto ref = orc.taps.find(key);
+    if (ref == orc.taps.end()) continue;  // a tap this architecture does not have (q_norm on Llama)
+    auto got = res.values.find(key);
+    auto lim = limits.find(key);
+    if (got == res.values.end() || lim == limits.end()) {
+      GateCheck c{key, {}, {}, false, "the NPU plan produced no value " + key};
+      r.checks.push_back(std::move(c));
+      continue;
+    }
+    r.checks.push_back(make_check(key, compare(ref->second, got->second), lim->second));
+  }
+  for (const auto& c : r.checks)
+    if (!c.passed) r.status = "failed";
+  r.details = {{"seq", ctx.seq()},
+               {"block_predicted_seconds", res.predicted_seconds},
+               {"block_host_seconds", res.host_seconds},
+               {"block_dispatches", block.dispatches()},
+               {"prefill_predicted_seconds", pre.predicted_seconds()},
+               {"decode_predicted_seconds", dec.predicted_seconds()},
+               {"packed_weight_bytes", pw->bytes()},
+               {"rules", nlohmann::json::array()}};
+  for (const auto& rule : phase2_rules())
+    r.details["rules"].push_back({{"name", rule.name}, {"value", rule.value}, {"reason", rule.reason}});
+  r.host_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace tessera::pipeline::detail
