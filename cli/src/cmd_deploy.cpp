@@ -16,7 +16,7 @@
 namespace {
 
 struct DeployArgs {
-  std::string model_dir, preset, out, style = "default", spec = "xdna2";
+  std::string model_dir, preset, out, style = "default", spec = "xdna2", plant_bug;
   int layers = 0;
   int64_t seq = 17, tokens = 32;
   uint64_t seed = 1;
@@ -47,6 +47,7 @@ int run(const DeployArgs& a) {
   o.resume = !a.fresh;
   o.last_phase = a.until;
   o.spec = cli::spec_from_arg(a.spec);
+  if (!a.plant_bug.empty()) o.tamper_packed = pipeline::negate_packed_weight(a.plant_bug);
   o.progress = [](const std::string& step, size_t done, size_t total) { report_progress(step, done, total); };
   const pipeline::DeployReport rep = pipeline::deploy(o);
   if (a.json) {
@@ -79,6 +80,9 @@ tessera::cli::Action setup(CLI::App& app) {
   sub->add_option("--until", a->until, "Stop after this phase (0, 1, 2, 3, 6)")
       ->capture_default_str()
       ->check(CLI::IsMember({0, 1, 2, 3, 6}));
+  sub->add_option("--plant-bug", a->plant_bug,
+                  "Negate packed weights whose key starts with this (e.g. w:L0.v_proj@) on the "
+                  "device, to see a gate fail");
   sub->add_flag("--fresh", a->fresh, "Redo every phase (ignore the manifest)");
   sub->add_flag("--json", a->json, "Print report.json instead of the phase lines");
   return [a] { return run(*a); };

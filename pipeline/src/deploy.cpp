@@ -79,6 +79,19 @@ PhaseResult run_one(Context& ctx, const PhaseEntry& e) {
 
 }  // namespace
 
+std::function<void(compiler::PackedWeights&)> negate_packed_weight(const std::string& key_prefix) {
+  return [key_prefix](compiler::PackedWeights& pw) {
+    bool found = false;
+    for (const std::string& k : pw.keys()) {
+      if (!k.starts_with(key_prefix)) continue;
+      found = true;
+      for (auto& [name, bytes] : pw.get_mut(k))
+        for (size_t i = 1; i < bytes.size(); i += 2) bytes[i] ^= std::byte{0x80};  // bf16 sign bit (LE)
+    }
+    if (!found) throw_error<UsageError>("planted bug: no packed weight key starts with '{}'", key_prefix);
+  };
+}
+
 DeployReport deploy(const DeployOptions& opts) {
   std::string problem;
   Manifest manifest = opts.resume ? Manifest::load(opts.out, &problem) : Manifest{};

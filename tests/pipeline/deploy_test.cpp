@@ -54,19 +54,6 @@ std::vector<std::string> statuses(const DeployReport& r) {
   return s;
 }
 
-// Negates every bf16 of the first packed buffer of a weight (sign bit of the
-// high byte): the planted bug - a weight uploaded wrong to the device.
-std::function<void(compiler::PackedWeights&)> negate_weight(const std::string& prefix) {
-  return [prefix](compiler::PackedWeights& pw) {
-    for (const std::string& k : pw.keys()) {
-      if (k.rfind(prefix, 0) != 0) continue;
-      auto& bufs = pw.get_mut(k);
-      auto& bytes = bufs.begin()->second;
-      for (size_t i = 1; i < bytes.size(); i += 2) bytes[i] ^= std::byte{0x80};
-    }
-  };
-}
-
 TEST(Manifest, Sha256AndStaleArtifacts) {
   EXPECT_EQ(sha256_text("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   const fs::path d = scratch("manifest");
@@ -165,7 +152,7 @@ TEST(Deploy, TinyQwen3Passes) {
 // must have stopped at `phase`.
 DeployReport planted(const std::string& weight, int phase, const std::string& dir) {
   DeployOptions o = tiny_options("tiny", scratch(dir));
-  o.tamper_packed = negate_weight(weight);
+  o.tamper_packed = negate_packed_weight(weight);
   DeployReport r = deploy(o);
   EXPECT_FALSE(r.passed());
   EXPECT_EQ(r.phases.back().phase, phase);

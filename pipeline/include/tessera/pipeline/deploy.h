@@ -87,6 +87,12 @@ struct DeployReport {
   nlohmann::json to_json() const;
 };
 
+// A planted bug for proving the gates can fail (tests, `tessera deploy
+// --plant-bug`): a DeployOptions::tamper_packed hook negating every bf16 of
+// each packed weight whose layout key starts with `key_prefix` ("w:L0.v_proj@").
+// The hook throws UsageError when no key matches.
+std::function<void(compiler::PackedWeights&)> negate_packed_weight(const std::string& key_prefix);
+
 // Runs the phases; writes the directory as it goes (each phase's artifacts
 // before its status). Throws only for usage / input errors; a failing gate is
 // a report with passed() == false (the CLI maps it to the gate exit code).
