@@ -13,15 +13,12 @@
 #include "tessera/core/error.h"
 #include "tessera/model/tensor_table.h"
 #include "tessera/oracle/taps.h"
+#include "compiler_test_util.h"
 
 namespace tessera::compiler {
 namespace {
 
-model::ModelConfig with_layers(const std::string& preset, int64_t layers) {
-  model::ModelConfig c = model::preset(preset);
-  c.num_layers = layers;
-  return c;
-}
+using testing_util::with_layers;
 
 std::vector<std::string> names_of_layer(const Graph& g, int layer) {
   std::vector<std::string> out;

@@ -5,8 +5,10 @@
 // padded as the builder wants). At run time those buffers are swapped into
 // the simulator's host memory by name: nothing is re-laid-out.
 //
-// On disk: one safetensors file (model/safetensors.h writer, dtype U8, one
-// tensor per (layout key, host buffer): "<layout key>/<buffer name>") with
+// On disk: one safetensors file (model/safetensors.h writer, one 1-D BF16
+// tensor per (layout key, host buffer): "<layout key>/<buffer name>"; BF16
+// rather than U8 because every weight buffer holds bf16 elements and the
+// reader supports no byte dtype) with
 // __metadata__ {"format": "tessera-packed-weights", "version": "1", "model":
 // name, "spec": DeviceSpec name}. Loading checks the metadata and that every
 // key a plan needs is present, throwing InputError naming the file and key.
@@ -39,9 +41,13 @@ class PackedWeights {
 
   void save(const std::filesystem::path& file) const;
   static PackedWeights load(const std::filesystem::path& file);
+  // Throws InputError naming the file (when loaded) and the first layout key a
+  // plan needs that is missing, or a model / spec that differs from the plans'.
+  void check_covers(const std::vector<const Plan*>& plans) const;
 
  private:
   std::map<std::string, Buffers> layouts_;
+  std::string source_;  // the file it was loaded from, for messages
 };
 
 // Packs every weight layout the plans need (each key once, whatever the

@@ -69,8 +69,23 @@ class DesignCache {
   struct Entry {
     std::shared_ptr<const kernels::BuiltOp> op;
     npu::DispatchTiming timing;
+    // Weight probes (weight_layout_key) by input index, filled on first use:
+    // the embedding-table / LM-head probe packs hundreds of MB.
+    struct Probe {
+      uint32_t hash = 0;
+      int64_t bytes = 0;  // packed bytes of the weight (every buffer pack() wrote)
+    };
+    mutable std::mutex probe_mu;
+    mutable std::map<size_t, Probe> probes;
   };
   const Entry& get(const kernels::OpShape& shape, const kernels::TileOptions& tiles);
+  // weight_layout_key(weight, *entry.op, input) and the packed size, with the
+  // probe memoized in the entry (entry must come from get()).
+  struct Layout {
+    std::string key;
+    int64_t bytes = 0;
+  };
+  Layout layout(const ValueRef& weight, const Entry& entry, size_t input) const;
   const npu::DeviceSpec& spec() const { return spec_; }
   size_t size() const;
 
@@ -114,6 +129,7 @@ struct BufferDecl {
 
 struct Plan {
   std::string model;
+  std::string spec;                        // DeviceSpec name the designs were built for
   PlanStyle style = PlanStyle::per_op;
   int64_t seq = 0, past = 0, context = 0;  // S, P, the KV cache capacity in positions
   Graph graph;

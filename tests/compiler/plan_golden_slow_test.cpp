@@ -1,0 +1,60 @@
+// Golden plan dumps (tests/data/compiler/plan_*.txt): llama-3.2-1b and
+// qwen3-0.6b cut to 2 layers, both styles, prefill S=17 and decode S=1 P=17.
+// Slow label: the embedding-table and LM-head weight probes of a 128k-152k
+// vocabulary pack hundreds of MB each.
+//
+// After an intended change to the builders, the timing model or the dump,
+// regenerate them with
+//   TESSERA_UPDATE_GOLDEN=1 <build>/compiler/tessera_compiler_slow_tests --gtest_filter='*PlanGolden*'
+// and review the diff like code.
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "tessera/compiler/plan.h"
+#include "compiler_test_util.h"
+
+namespace tessera::compiler {
+namespace {
+
+using testing_util::with_layers;
+
+Plan lower_style(const model::ModelConfig& c, int64_t S, int64_t P, PlanStyle style) {
+  static DesignCache cache(npu::DeviceSpec::preset("xdna2"));
+  PlanOptions o;
+  o.style = style;
+  return lower(c, S, P, cache, o);
+}
+
+void check_golden(const std::string& text, const std::string& file) {
+  const std::string path = std::string(TESSERA_SOURCE_DIR) + "/tests/data/compiler/" + file;
+  if (std::getenv("TESSERA_UPDATE_GOLDEN")) {
+    std::ofstream(path) << text;
+    return;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "missing golden " << path << " (TESSERA_UPDATE_GOLDEN=1 writes it)";
+  std::stringstream want;
+  want << in.rdbuf();
+  EXPECT_EQ(text, want.str()) << "golden " << path << " differs";
+}
+
+class PlanGolden : public testing::TestWithParam<std::tuple<const char*, PlanStyle>> {};
+
+TEST_P(PlanGolden, PrefillAndDecodeDumps) {
+  const auto [preset, style] = GetParam();
+  const auto c = with_layers(preset, 2);
+  const std::string tag = fmt::format("plan_{}_L2_{}", preset, plan_style_name(style));
+  check_golden(lower_style(c, 17, 0, style).dump(), tag + "_S17.txt");
+  check_golden(lower_style(c, 1, 17, style).dump(), tag + "_S1_P17.txt");
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, PlanGolden,
+                         testing::Combine(testing::Values("llama-3.2-1b", "qwen3-0.6b"),
+                                          testing::Values(PlanStyle::per_op, PlanStyle::standard)));
+
+}  // namespace
+}  // namespace tessera::compiler
