@@ -1,0 +1,253 @@
+#include "tessera/runtime/executor.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "host_ops.h"
+#include "runtime_fixture.h"
+#include "tessera/core/error.h"
+#include "tessera/kernels/op_builder.h"
+#include "tessera/oracle/rope.h"
+#include "tessera/oracle/taps.h"
+
+namespace tessera::runtime {
+namespace {
+
+using compiler::Plan;
+using compiler::PlanStyle;
+using compiler::ValueKind;
+using compiler::ValueRef;
+using testing::TinyModel;
+using testing::kU;
+
+// Host inputs for `tokens` at positions P.. with the given caches ([P, kv_dim]
+// per layer; empty for P = 0).
+Values host_inputs(const TinyModel& m, const std::vector<int32_t>& tokens, int64_t P,
+                   const std::vector<std::vector<float>>& k = {},
+                   const std::vector<std::vector<float>>& v = {}) {
+  const auto S = static_cast<int64_t>(tokens.size());
+  const int64_t kvd = m.config.kv_dim();
+  Values in;
+  in["host:token_ids"] = std::vector<float>(tokens.begin(), tokens.end());
+  const oracle::RopeTable rope = oracle::rope_table(m.config, P, S);
+  in["host:rope_cos"] = rope.cos;
+  in["host:rope_sin"] = rope.sin;
+  for (int l = 0; l < m.config.num_layers; ++l)
+    for (const char* name : {"k_cache_in", "v_cache_in"}) {
+      std::vector<float> buf(static_cast<size_t>((P + S) * kvd), 0.0f);
+      const auto& src = name[0] == 'k' ? k : v;
+      if (P > 0) std::copy(src[l].begin(), src[l].begin() + P * kvd, buf.begin());
+      in[ValueRef{ValueKind::host, name, l, false}.str()] = std::move(buf);
+    }
+  return in;
+}
+
+// Longest chain of bf16 kernel boundaries from the inputs to each value.
+std::map<std::string, int> boundary_depth(const Plan& plan) {
+  std::map<std::string, int> depth;
+  for (const auto& n : plan.graph.nodes) {
+    int d = 0;
+    for (const ValueRef& r : n.inputs) {
+      ValueRef whole = r;
+      whole.last_row = false;
+      auto it = depth.find(whole.str());
+      if (it != depth.end()) d = std::max(d, it->second);
+    }
+    depth[n.output.str()] = d + 1;
+  }
+  return depth;
+}
+
+class ExecutorPreset : public ::testing::TestWithParam<std::string> {};
+
+// Every value the NPU plan computes that the oracle taps agrees with the tap.
+// The NPU rounds to bf16 (RNE, |delta| <= u = 2^-8 relative) at each kernel
+// boundary: a kernel's two operands and its output, so <= 3u per boundary;
+// fp32 inside. Roundings at different boundaries are independent, so along a
+// chain of d boundaries they add in quadrature: a normwise bound (max |err| /
+// max |ref|) of 3 u sqrt(d). rmsnorm renormalises and softmax is a convex
+// combination, so nothing amplifies an error by more than O(1) in these small
+// random models. Measured: 0.5u at depth 2 .. 3.3u at depth 48 (tiny), i.e.
+// 7-9x below the bound; a planted RoPE-position bug gives > 100u.
+TEST_P(ExecutorPreset, TapsMatchOracleForFiveTokenPrompt) {
+  const TinyModel& m = testing::tiny(GetParam());
+  const auto tokens = testing::prompt_tokens(5, m.config.vocab_size);
+  const Plan plan = testing::lower_plan(m, 5, 0);
+  Executor exec(m.spec, *m.packed);
+  const ExecResult res = exec.run(plan, host_inputs(m, tokens, 0));
+
+  const oracle::Oracle orc(m.config, m.weights);
+  oracle::KvCache cache = orc.new_cache();
+  oracle::Taps taps;
+  const oracle::TapSet all = oracle::TapSet::all();
+  orc.forward(tokens, cache, {oracle::LogitsMode::last, &all, &taps});
+
+  const auto depth = boundary_depth(plan);
+  int compared = 0;
+  for (const auto& n : plan.graph.nodes) {
+    const ValueRef& o = n.output;
+    if (!taps.contains(o.layer, o.name)) continue;
+    const auto ref = testing::tensor_values(taps.get(o.layer, o.name));
+    const auto d = testing::diff(ref, res.values.at(o.str()));
+    const double bound = 3 * kU * std::sqrt(static_cast<double>(depth.at(o.str())));
+    EXPECT_GT(d.cosine, 0.999) << o.str();
+    EXPECT_LT(d.max_rel, bound) << o.str() << " depth " << depth.at(o.str());
+    ++compared;
+  }
+  // Every per-layer tap + final_norm + logits.
+  EXPECT_GE(compared, 15 * m.config.num_layers + 2);
+  EXPECT_GT(res.predicted_seconds, 0);
+  EXPECT_EQ(res.steps.size(), plan.steps.size());
+  EXPECT_NEAR(res.predicted_seconds, plan.predicted_seconds(), 1e-12);
+}
+
+// The per-op style runs embedding, kv_append and argmax on the NPU, the
+// default style on the host: same inputs, so every value must be identical
+// bit for bit (the host ops are exact copies / comparisons of bf16 values,
+// and every other step is the same design in both styles).
+TEST_P(ExecutorPreset, StylesAgreeBitwisePrefillAndDecode) {
+  const TinyModel& m = testing::tiny(GetParam());
+  const auto tokens = testing::prompt_tokens(5, m.config.vocab_size, 1);
+  Executor exec(m.spec, *m.packed);
+  std::map<PlanStyle, ExecResult> prefill, decode;
+  for (PlanStyle s : {PlanStyle::standard, PlanStyle::per_op}) {
+    const Plan p = testing::lower_plan(m, 5, 0, s);
+    prefill[s] = exec.run(p, host_inputs(m, tokens, 0));
+  }
+  // Decode at P = 5 from the prefill's cache.
+  std::vector<std::vector<float>> k, v;
+  for (int l = 0; l < m.config.num_layers; ++l) {
+    k.push_back(prefill[PlanStyle::standard].values.at(ValueRef{ValueKind::activation, "k_cache", l, false}.str()));
+    v.push_back(prefill[PlanStyle::standard].values.at(ValueRef{ValueKind::activation, "v_cache", l, false}.str()));
+  }
+  const int32_t next = static_cast<int32_t>(prefill[PlanStyle::standard].values.at("next_token")[0]);
+  for (PlanStyle s : {PlanStyle::standard, PlanStyle::per_op}) {
+    const Plan p = testing::lower_plan(m, 1, 5, s);
+    decode[s] = exec.run(p, host_inputs(m, {next}, 5, k, v));
+  }
+  for (auto* runs : {&prefill, &decode}) {
+    const Values& a = (*runs)[PlanStyle::standard].values;
+    const Values& b = (*runs)[PlanStyle::per_op].values;
+    ASSERT_EQ(a.size(), b.size());
+    for (const auto& [name, values] : a) {
+      ASSERT_TRUE(b.count(name)) << name;
+      EXPECT_TRUE(values == b.at(name)) << name << " differs between the styles";
+    }
+  }
+  // The default style really ran those ops on the host.
+  int host_steps = 0;
+  for (const auto& r : prefill[PlanStyle::standard].steps) host_steps += r.npu ? 0 : 1;
+  EXPECT_EQ(host_steps, 2 * m.config.num_layers + 2);
+  for (const auto& r : prefill[PlanStyle::per_op].steps) EXPECT_TRUE(r.npu) << r.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, ExecutorPreset, ::testing::Values("tiny", "tiny-qwen3"));
+
+// The host ops against kernels::run_op on the same inputs, on edge cases the
+// model runs may not hit: ids 0 and V-1 and repeats, a cache whose values are
+// not bf16-exact (rounding), an append at the end of the cache, argmax ties
+// (first index wins), several rows, values that round to a tie.
+TEST(HostOps, EqualNpuOpsBitwise) {
+  const auto spec = npu::DeviceSpec::preset("xdna2");
+  auto npu_run = [&](const kernels::OpShape& s, const std::vector<std::vector<float>>& in) {
+    return kernels::run_op(kernels::op_builder(s.op).build(s, spec), in, spec).outputs.at(0);
+  };
+  auto ramp = [](size_t n, float scale) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = scale * std::sin(0.37f * static_cast<float>(i) + 0.1f);
+    return v;
+  };
+  {
+    const kernels::OpShape s{"embedding", {{"M", 7}, {"V", 40}, {"H", 34}}, {}};
+    const std::vector<float> ids = {0, 39, 5, 5, 17, 0, 39};
+    const auto table = ramp(40 * 34, 3.1f);
+    const auto built = kernels::op_builder("embedding").build(s, spec);
+    npu::HostMemory host;
+    built.pack(1, table, host);
+    EXPECT_TRUE(host_embedding(s, ids, host.at("table")) == npu_run(s, {ids, table}));
+    EXPECT_THROW(host_embedding(s, std::vector<float>{0, 1, 2, 3, 4, 5, 40}, host.at("table")),
+                 InputError);
+  }
+  for (int64_t pos : {0, 3, 9}) {
+    const kernels::OpShape s{"kv_append", {{"M", 3}, {"T", 12}, {"pos", pos}, {"kv_dim", 64}}, {}};
+    const auto rows = ramp(3 * 64, 1.7f), cache = ramp(12 * 64, 0.9f);
+    EXPECT_TRUE(host_kv_append(s, rows, cache) == npu_run(s, {rows, cache})) << "pos " << pos;
+  }
+  for (int64_t V : {1, 7, 300, 1000}) {
+    const kernels::OpShape s{"argmax", {{"M", 3}, {"V", V}}, {}};
+    auto logits = ramp(static_cast<size_t>(3 * V), 2.0f);
+    logits[static_cast<size_t>(V - 1)] = 5.0f;            // row 0: max at the end
+    logits[static_cast<size_t>(V + V / 2)] = 5.0f;        // row 1: tie with ...
+    logits[static_cast<size_t>(2 * V - 1)] = 5.0f;        // ... a later index
+    logits[static_cast<size_t>(2 * V)] = 4.0001f;         // row 2: rounds to 4 ...
+    logits[static_cast<size_t>(3 * V - 1)] = 4.0f;        // ... as this one does
+    EXPECT_TRUE(host_argmax(s, logits) == npu_run(s, {logits})) << "V " << V;
+  }
+}
+
+TEST(Executor, KeepsOnlyRequestedValuesAndTakesTheRequestedLastRow) {
+  const TinyModel& m = testing::tiny("tiny");
+  const auto tokens = testing::prompt_tokens(5, m.config.vocab_size);
+  const Plan p5 = testing::lower_plan(m, 5, 0);
+  Executor exec(m.spec, *m.packed);
+  const std::set<std::string> keep = {"L0.q", "L1.h_out", "logits"};
+  const ExecResult r5 = exec.run(p5, host_inputs(m, tokens, 0), &keep, {}, 2);
+  std::set<std::string> got;
+  for (const auto& [name, v] : r5.values) got.insert(name);
+  EXPECT_EQ(got, keep);
+  // Row 2 of a causal 5-token prefill is the last row of a 3-token prefill.
+  const Plan p3 = testing::lower_plan(m, 3, 0);
+  const std::vector<int32_t> first3(tokens.begin(), tokens.begin() + 3);
+  const ExecResult r3 = exec.run(p3, host_inputs(m, first3, 0));
+  const auto d = testing::diff(r3.values.at("logits"), r5.values.at("logits"));
+  // Same math on the same rows, only the GEMM row blocking differs: a few bf16 ulps at most.
+  EXPECT_LT(d.max_rel, 4 * kU);
+  EXPECT_GT(d.cosine, 0.9999);
+  size_t calls = 0;
+  exec.run(p3, host_inputs(m, first3, 0), &keep, [&](size_t done, size_t total) {
+    EXPECT_EQ(done, ++calls);
+    EXPECT_EQ(total, p3.steps.size());
+  });
+  EXPECT_EQ(calls, p3.steps.size());
+  EXPECT_THROW(exec.run(p3, host_inputs(m, first3, 0), &keep, {}, 3), UsageError);
+}
+
+TEST(Executor, MissingInputAndLayoutAreNamedAndWeightsSurviveErrors) {
+  const TinyModel& m = testing::tiny("tiny");
+  const auto tokens = testing::prompt_tokens(5, m.config.vocab_size);
+  const Plan plan = testing::lower_plan(m, 5, 0);
+  Executor exec(m.spec, *m.packed);
+  Values in = host_inputs(m, tokens, 0);
+  in.erase("host:rope_sin");
+  try {
+    exec.run(plan, in);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("host:rope_sin"), std::string::npos) << e.what();
+  }
+  // An error inside an NPU step that has its weights swapped in (per-op
+  // embedding: the id is checked after the table is in place) must leave the
+  // packed weights as they were.
+  const auto before = m.packed->get(plan.steps[0].weight_layouts.at(1));
+  const Plan per_op = testing::lower_plan(m, 5, 0, PlanStyle::per_op);
+  Values bad = host_inputs(m, tokens, 0);
+  bad["host:token_ids"][3] = static_cast<float>(m.config.vocab_size);
+  EXPECT_THROW(exec.run(per_op, bad), InputError);
+  EXPECT_TRUE(m.packed->get(plan.steps[0].weight_layouts.at(1)) == before);
+  compiler::PackedWeights empty;
+  Executor none(m.spec, empty);
+  try {
+    none.run(plan, host_inputs(m, tokens, 0));
+    FAIL() << "no error";
+  } catch (const InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("w:embed_tokens@"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tessera::runtime
