@@ -83,7 +83,8 @@ Session::Session(const model::ModelConfig& config,
   v_cache_.assign(n, {});
   // Fail at construction, not at the first decode, when the weights were
   // packed for other plans (another model, spec or style).
-  check_layouts(lower_plan(1, 0));
+  const compiler::Plan decode0 = lower_plan(1, 0);
+  weights_->check_covers({&decode0});
 }
 
 compiler::Plan Session::lower_plan(int64_t seq, int64_t past) {
@@ -92,16 +93,6 @@ compiler::Plan Session::lower_plan(int64_t seq, int64_t past) {
   po.context = context_;
   po.host = opts_.host;
   return compiler::lower(config_, seq, past, *cache_, po);
-}
-
-void Session::check_layouts(const compiler::Plan& plan) const {
-  for (const compiler::Step& s : plan.steps)
-    for (const std::string& key : s.weight_layouts)
-      if (!key.empty() && !weights_->contains(key))
-        throw_error<InputError>("session {}: the packed weights (model '{}', spec '{}') lack "
-                                "layout '{}' that step {} of the S={} P={} plan reads",
-                                config_.name, weights_->model, weights_->spec, key, s.name,
-                                plan.seq, plan.past);
 }
 
 void Session::reset() {
@@ -168,7 +159,7 @@ std::vector<float> Session::forward(std::span<const int32_t> tokens, int64_t rea
   const auto S = static_cast<int64_t>(tokens.size());
   const int64_t P = position_, kvd = config_.kv_dim();
   compiler::Plan plan = lower_plan(S, P);
-  check_layouts(plan);
+  weights_->check_covers({&plan});  // InputError naming a missing layout
   std::set<std::string> keep = opts_.keep;
   keep.insert("logits");
   for (int64_t l = 0; l < config_.num_layers; ++l) {

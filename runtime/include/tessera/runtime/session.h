@@ -113,7 +113,6 @@ class Session {
   std::vector<float> forward(std::span<const int32_t> tokens, int64_t real);
   Values forward_inputs(std::span<const int32_t> tokens) const;
   compiler::Plan lower_plan(int64_t seq, int64_t past);
-  void check_layouts(const compiler::Plan& plan) const;  // InputError naming the key
   void check_tokens(std::span<const int32_t> tokens) const;
   void check_room(int64_t n, const char* what) const;  // ContextFullError
 
