@@ -191,6 +191,15 @@ TEST(PackedWeightsFile, ForeignAndCorruptedFilesAreRejected) {
   } catch (const SafetensorsError& e) {
     EXPECT_NE(std::string(e.what()).find(foreign.string()), std::string::npos) << e.what();
   }
+  // Another format or a future version, even with model and spec names.
+  for (const auto& [format, version] : {std::pair{"other-format", "1"},
+                                        std::pair{"tessera-packed-weights", "2"}}) {
+    const fs::path f = dir / "meta.safetensors";
+    model::write_safetensors(f, {{"w:x@table/table", Tensor::from_f32({2}, std::vector<float>{1, 2}).to(DType::bf16)}},
+                             {{"format", format}, {"version", version}, {"model", "tiny"},
+                              {"spec", "xdna2"}});
+    EXPECT_THROW(PackedWeights::load(f), SafetensorsError) << format << " v" << version;
+  }
   // Right metadata, wrong tensor naming.
   const fs::path odd = dir / "odd.safetensors";
   model::write_safetensors(odd, {{"x", Tensor::from_f32({2}, std::vector<float>{1, 2})}},
