@@ -72,9 +72,9 @@ tessera::cli::Action setup(CLI::App& app) {
   auto a = std::make_shared<GateArgs>();
   k->add_option("-m,--model", a->model_dir, "Model directory (config.json + safetensors)");
   k->add_option("--preset", a->preset, "Built-in preset with seeded synthetic weights");
-  k->add_option("--seq", a->seq, "Prefill length S (decode runs at context S)")
+  k->add_option("--seq", a->seq, "Prefill length S (decode runs at context S; 1 = decode only, P = 0)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   k->add_option("--spec", a->spec, "Device: xdna2 | xdna1 | spec JSON file")->capture_default_str();
   k->add_option("--json", a->json, "Write the results as JSON here");
   k->add_option("--seed", a->seed, "Seed of the prompt and synthetic weights")->capture_default_str();

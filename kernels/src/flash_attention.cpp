@@ -39,14 +39,14 @@ void attend_row(const float* qf, const float* kf, const float* vf, int64_t n, co
   const int64_t d = b.head_dim;
   float mx = kNegInf;
   for (int64_t j = 0; j < n; ++j) {
-    s[j] = round_bf16(dot(qf, kf + j * d, d) * b.scale);
+    s[j] = dot(qf, kf + j * d, d) * b.scale;  // stays in the fp32 accumulator
     mx = std::max(mx, s[j]);
   }
   const float m_new = std::max(m, mx);
   const float alpha = exp_tile(m - m_new);  // 0 on the first block (m = -inf)
   float psum = 0.0f;
   for (int64_t j = 0; j < n; ++j) {
-    s[j] = exp_tile(s[j] - m_new);
+    s[j] = exp_tile(s[j] - m_new);  // fp32 subtract, then the bf16 operand of exp
     psum += s[j];
   }
   l = l * alpha + psum;

@@ -65,7 +65,7 @@ struct PassData {
 PassData oracle_pass(const model::ModelConfig& c1, const model::Weights& w1, int64_t seq,
                      int64_t past, uint64_t seed) {
   PassData d;
-  d.phase = past == 0 ? "prefill" : "decode";
+  d.phase = seq == 1 ? "decode" : "prefill";
   d.graph = compiler::build_graph(c1, seq, past);
   const oracle::Oracle orc(c1, w1);
   oracle::KvCache cache = orc.new_cache();
@@ -169,7 +169,10 @@ class Values {
 };
 
 // argmax ids may differ from the oracle's only where the oracle's own logits
-// tie within one bf16 rounding: then the NPU's pick is as right as the oracle's.
+// tie at bf16 precision: two fp32 logits up to one bf16 spacing apart (2u
+// relative, u = 2^-8) can round to the same bf16 value, and the NPU, seeing
+// only that value, keeps the lower index. Its pick is then as right as the
+// oracle's.
 Metrics argmax_metrics(const std::vector<float>& logits, int64_t V, std::vector<float> ref,
                        std::vector<float> got) {
   for (size_t m = 0; m < ref.size(); ++m) {
@@ -177,7 +180,7 @@ Metrics argmax_metrics(const std::vector<float>& logits, int64_t V, std::vector<
     if (gi == static_cast<int64_t>(ref[m]) || gi < 0 || gi >= V) continue;
     const float best = logits[m * static_cast<size_t>(V) + static_cast<size_t>(ref[m])];
     const float pick = logits[m * static_cast<size_t>(V) + static_cast<size_t>(gi)];
-    if (best - pick <= std::ldexp(std::fabs(best), -8)) got[m] = ref[m];
+    if (best - pick <= std::ldexp(std::fabs(best), -7)) got[m] = ref[m];
   }
   return compare(ref, got);
 }
@@ -303,9 +306,8 @@ const char* status_name(KernelStatus s) {
 
 Phase1Report run_phase1(const model::ModelConfig& config, const model::Weights& weights,
                         const npu::DeviceSpec& spec, const Phase1Options& opts) {
-  if (opts.seq < 2)
-    throw_error<UsageError>("phase 1: the prefill length must be >= 2 (decode runs separately), "
-                            "got {}", opts.seq);
+  if (opts.seq < 1)
+    throw_error<UsageError>("phase 1: the sequence length must be >= 1, got {}", opts.seq);
   const auto t0 = Clock::now();
   model::ModelConfig c1 = config;
   c1.num_layers = 1;
@@ -316,8 +318,13 @@ Phase1Report run_phase1(const model::ModelConfig& config, const model::Weights& 
   rep.spec = spec.name;
   rep.seq = opts.seq;
   std::vector<std::pair<int64_t, int64_t>> passes;  // (S, P)
-  if (opts.prefill) passes.emplace_back(opts.seq, 0);
-  if (opts.decode) passes.emplace_back(1, opts.seq);
+  // seq 1 is the first decode step itself (P = 0): there is no prefill to run.
+  if (opts.seq == 1) {
+    if (opts.decode || opts.prefill) passes.emplace_back(1, 0);
+  } else {
+    if (opts.prefill) passes.emplace_back(opts.seq, 0);
+    if (opts.decode) passes.emplace_back(1, opts.seq);
+  }
   for (const auto& [S, P] : passes) {
     PassData d = oracle_pass(c1, w1, S, P, opts.seed);
     Values values(c1, w1, d);

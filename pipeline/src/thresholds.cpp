@@ -57,7 +57,7 @@ const std::vector<Threshold>& kernel_thresholds() {
        "a copy: only the bf16 rounding of the new rows and of the cache (<= u)."},
       {"embedding", u, u / 2, 0.99999, 0.99999, "a row gather of a bf16 table: one rounding."},
       {"argmax", 0, 0, 1, 1,
-       "ids must match exactly, except when the oracle's runner-up is within one bf16 rounding "
+       "ids must match exactly, except when the oracle's runner-up is within one bf16 spacing (2u) "
        "of the max (then either id is right; the gate checks that before comparing)."},
   };
   return table;

@@ -152,6 +152,22 @@ TEST(Phase1, RegisteredBuildersPassOthersAreNamed) {
   ASSERT_NE(find(rep, "prefill", "attention_prefill"), nullptr);
 }
 
+// --seq 1 is the first decode step (P = 0): one pass, no prefill, attention
+// over a single key.
+TEST(Phase1, SeqOneIsTheFirstDecodeStep) {
+  const auto spec = npu::DeviceSpec::preset("xdna2");
+  Phase1Options o = small();
+  o.seq = 1;
+  const Phase1Report rep = run_phase1(tiny().config, tiny().weights, spec, o);
+  EXPECT_TRUE(rep.passed()) << rep.table();
+  for (const auto& k : rep.results) EXPECT_EQ(k.phase, "decode") << k.shape;
+  const KernelResult* att = find(rep, "decode", "attention_decode");
+  ASSERT_NE(att, nullptr);
+  EXPECT_EQ(att->shape.rfind("attention_decode T=1 ", 0), 0u) << att->shape;
+  o.seq = 0;
+  EXPECT_THROW(run_phase1(tiny().config, tiny().weights, spec, o), UsageError);
+}
+
 // A builder that delegates to the real one and plants a bug in pack/unpack,
 // registered under the real op name in the lookup the gate uses.
 class Planted : public kernels::OpBuilder {

@@ -35,7 +35,8 @@ using BuilderLookup = std::function<const kernels::OpBuilder*(const std::string&
 BuilderLookup registered_builders();  // kernels::op_builder, nullptr for unknown ops
 
 struct Phase1Options {
-  int64_t seq = 17;        // prefill length S; the decode pass runs at P = S
+  int64_t seq = 17;        // prefill length S; the decode pass runs at P = S (seq 1: one
+                           // decode step at P = 0, no prefill)
   bool prefill = true;
   bool decode = true;
   uint64_t seed = 1;       // prompt tokens (and synthetic weights in run_phase1_preset)
