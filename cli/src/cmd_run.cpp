@@ -56,13 +56,16 @@ int run(const RunArgs& a) {
   const pipeline::Manifest m = pipeline::Manifest::load(dir, &problem);
   if (!problem.empty()) throw_error<InputError>("run: {}: {}", dir.string(), problem);
   verify(dir, m);
-  const model::ModelConfig config = model::load_config(dir / "model/config.json");
+  model::ModelConfig config = model::load_config(dir / "model/config.json");
   if (!fs::exists(dir / "model/tokenizer.json"))
     throw_error<FileError>("run: {} has no tokenizer (model/tokenizer.json)", dir.string());
   const auto tok = model::Tokenizer::from_file(dir / "model/tokenizer.json");
   std::ifstream sj(dir / "spec.json");
   const npu::DeviceSpec spec = npu::DeviceSpec::from_json(nlohmann::json::parse(sj));
   auto weights = std::make_shared<compiler::PackedWeights>(compiler::PackedWeights::load(dir / "weights.safetensors"));
+  // config.json carries no name (load_config names it after its directory):
+  // the deployment's model name is the one its weights were packed under.
+  config.name = weights->model;
   const std::vector<int32_t> prompt = tok.encode(a.prompt, true);
   if (prompt.empty()) throw_error<UsageError>("run: the prompt encodes to no tokens");
 

@@ -102,7 +102,6 @@ DeployReport deploy(const DeployOptions& opts) {
   rep.model = ctx.config.name;
   for (const PhaseEntry& e : kPhases) {
     if (e.phase > opts.last_phase) break;
-    ctx.progress(fmt::format("phase {}", e.phase), 0, 1);
     if (can_skip(ctx, e.phase)) {
       std::ifstream in(ctx.out / phase_file(e.phase));
       PhaseResult r = detail::phase_from_json(nlohmann::json::parse(in));
