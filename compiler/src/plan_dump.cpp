@@ -2,6 +2,7 @@
 // Times are printed with 3 significant digits: enough to read a plan, and
 // stable against last-bit changes in the timing model's float sums.
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
@@ -12,7 +13,15 @@
 namespace tessera::compiler {
 namespace {
 
-std::string us(double seconds) { return fmt::format("{:.3g}us", seconds * 1e6); }
+// 3 significant digits in the largest unit that keeps them without an
+// exponent: "46.6us", "2.94ms", "1.2s".
+std::string time_text(double seconds) {
+  for (const auto& [scale, unit] : {std::pair{1e6, "us"}, std::pair{1e3, "ms"}}) {
+    const std::string t = fmt::format("{:.3g}", seconds * scale);
+    if (t.find('e') == std::string::npos && std::abs(seconds * scale) < 999.5) return t + unit;
+  }
+  return fmt::format("{:.3g}s", seconds);
+}
 
 std::string tiles_text(const kernels::TileOptions& t) {
   if (t.empty()) return "-";
@@ -62,9 +71,9 @@ std::string Plan::dump() const {
                                 plan_style_name(style), seq, past, context, spec);
   out += fmt::format("steps ({}, {} npu dispatches)\n", steps.size(), dispatches());
   for (const Step& s : steps) {
-    std::string t = us(s.seconds());
+    std::string t = time_text(s.seconds());
     if (s.kind == StepKind::npu && s.relayout_seconds > 0)
-      t += fmt::format(" (relayout {})", us(s.relayout_seconds));
+      t += fmt::format(" (relayout {})", time_text(s.relayout_seconds));
     out += fmt::format("  {:<4} {:<16} {:<58} {:<24} {} {}\n",
                        s.kind == StepKind::npu ? "npu" : "host", s.name, shape_text(s.shape),
                        tiles_text(s.tiles), t, s.bound());
@@ -76,14 +85,14 @@ std::string Plan::dump() const {
     out += fmt::format("  {:<10} {:<32} {}\n", buffer_kind_name(b.kind), b.name, b.bytes);
   for (const auto& [layer, t] : per_layer(*this))
     out += fmt::format("{:<6} {} {} dispatches\n",
-                       layer < 0 ? std::string("model") : fmt::format("L{}", layer), us(t.seconds),
+                       layer < 0 ? std::string("model") : fmt::format("L{}", layer), time_text(t.seconds),
                        t.dispatches);
-  out += fmt::format("total {} {} dispatches, {} per layer\n", us(predicted_seconds()),
+  out += fmt::format("total {} {} dispatches, {} per layer\n", time_text(predicted_seconds()),
                      dispatches(), dispatches_per_layer());
   const auto bounds = bound_times(*this);
   const double total = predicted_seconds();
   for (size_t i = 0; i < bounds.size() && i < 3; ++i)
-    out += fmt::format("bound {:<10} {} ({:.3g}%)\n", bounds[i].first, us(bounds[i].second),
+    out += fmt::format("bound {:<10} {} ({:.3g}%)\n", bounds[i].first, time_text(bounds[i].second),
                        total > 0 ? 100 * bounds[i].second / total : 0.0);
   return out;
 }

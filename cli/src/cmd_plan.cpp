@@ -1,0 +1,132 @@
+// tessera plan: the compiled dispatch plan of a model (compiler/plan.h) for a
+// prefill of --seq tokens and one decode step after it, with every step's
+// predicted time and bound and the totals; no weights needed (a preset or a
+// config.json is enough).
+#include <algorithm>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "tessera/compiler/plan.h"
+#include "tessera/core/error.h"
+#include "tessera/model/config.h"
+#include "tessera/npu/device_spec.h"
+
+namespace {
+
+using namespace tessera;
+
+struct PlanArgs {
+  std::string model_dir;
+  std::string preset;
+  std::string style = "default";
+  int64_t seq = 2048;
+  int64_t context = 0;
+  int64_t decode_at = -1;
+  std::string spec = "xdna2";
+  bool json = false;
+};
+
+npu::DeviceSpec spec_by_name_or_file(const std::string& name) {
+  for (const auto& p : npu::DeviceSpec::preset_names())
+    if (p == name) return npu::DeviceSpec::preset(name);
+  return npu::DeviceSpec::load(name);
+}
+
+nlohmann::json step_list(const compiler::Plan& p, const char* phase, compiler::StepKind kind) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const compiler::Step& s : p.steps)
+    if (s.kind == kind)
+      out.push_back({{"name", s.name},
+                     {"op", s.shape.op},
+                     {"shape", compiler::shape_text(s.shape)},
+                     {"phase", phase},
+                     {"seconds", s.seconds()},
+                     {"bound", s.bound()}});
+  return out;
+}
+
+nlohmann::json summary_json(const PlanArgs& a, const compiler::Plan& pre,
+                            const compiler::Plan& dec) {
+  nlohmann::json j = {{"preset", pre.model},
+                      {"style", compiler::plan_style_name(pre.style)},
+                      {"spec", pre.spec},
+                      {"seq", pre.seq},
+                      {"decode_at", dec.past},
+                      {"context", pre.context},
+                      {"prefill_seconds", pre.predicted_seconds()},
+                      {"prefill_tokens_per_second", pre.seq / pre.predicted_seconds()},
+                      {"decode_seconds_per_token", dec.predicted_seconds()},
+                      {"decode_tokens_per_second", 1.0 / dec.predicted_seconds()},
+                      {"dispatches_prefill", pre.dispatches()},
+                      {"dispatches_decode", dec.dispatches()},
+                      {"dispatches_per_layer_prefill", pre.dispatches_per_layer()},
+                      {"dispatches_per_layer_decode", dec.dispatches_per_layer()}};
+  if (!a.model_dir.empty()) j["model_dir"] = a.model_dir;
+  nlohmann::json d = step_list(pre, "prefill", compiler::StepKind::npu);
+  for (auto& s : step_list(dec, "decode", compiler::StepKind::npu)) d.push_back(std::move(s));
+  nlohmann::json h = step_list(pre, "prefill", compiler::StepKind::host);
+  for (auto& s : step_list(dec, "decode", compiler::StepKind::host)) h.push_back(std::move(s));
+  j["dispatches"] = std::move(d);
+  j["host_steps"] = std::move(h);
+  return j;
+}
+
+int run_plan(const PlanArgs& a) {
+  if (a.model_dir.empty() == a.preset.empty())
+    throw_error<UsageError>("plan: give exactly one of -m DIR or --preset NAME");
+  const compiler::PlanStyle style = compiler::parse_plan_style(a.style);
+  const model::ModelConfig config = a.preset.empty()
+                                        ? model::load_config(a.model_dir + "/config.json")
+                                        : model::preset(a.preset);
+  compiler::DesignCache cache(spec_by_name_or_file(a.spec));
+  compiler::PlanOptions opts;
+  opts.style = style;
+  opts.context = a.context;
+  const compiler::Plan pre = compiler::lower(config, a.seq, 0, cache, opts);
+  // Decode right after the prompt by default; one position must stay free.
+  const int64_t at = a.decode_at >= 0 ? a.decode_at : std::min(a.seq, pre.context - 1);
+  const compiler::Plan dec = compiler::lower(config, 1, at, cache, opts);
+  if (a.json) {
+    fmt::print("{}\n", summary_json(a, pre, dec).dump(2));
+    return 0;
+  }
+  fmt::print("{}\n{}\n", pre.dump(), dec.dump());
+  fmt::print("summary {} style={} spec={} context={}\n", pre.model, a.style, pre.spec,
+             pre.context);
+  fmt::print("  prefill S={}: {:.4g} ms ({:.4g} tok/s), {} dispatches, {} per layer\n", pre.seq,
+             pre.predicted_seconds() * 1e3, pre.seq / pre.predicted_seconds(), pre.dispatches(),
+             pre.dispatches_per_layer());
+  fmt::print("  decode P={}: {:.4g} ms per token ({:.4g} tok/s), {} dispatches, {} per layer\n",
+             dec.past, dec.predicted_seconds() * 1e3, 1.0 / dec.predicted_seconds(),
+             dec.dispatches(), dec.dispatches_per_layer());
+  return 0;
+}
+
+cli::Action setup(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "plan", "Compile a model into its dispatch plan and print predicted times (no weights)");
+  auto a = std::make_shared<PlanArgs>();
+  cmd->add_option("-m,--model", a->model_dir, "Model directory (config.json is enough)");
+  cmd->add_option("--preset", a->preset, "Built-in preset");
+  cmd->add_option("--style", a->style, "Lowering: per-op | default")->capture_default_str();
+  cmd->add_option("--seq", a->seq, "Prefill length S")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--context", a->context, "KV cache capacity (0: the model's, capped at 4096)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  cmd->add_option("--decode-at", a->decode_at, "Decode position P (default: --seq)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  cmd->add_option("--spec", a->spec, "Device: xdna2 | xdna1 | spec JSON file")->capture_default_str();
+  cmd->add_flag("--json", a->json, "Print one JSON object instead of the text plan");
+  return [a, cmd] {
+    if (!cmd->parsed()) return 0;
+    return run_plan(*a);
+  };
+}
+TESSERA_COMMAND("plan", setup);
+
+}  // namespace
