@@ -8,6 +8,7 @@
 set -uo pipefail
 bin="${1:-build/cli/tessera}"
 out="${2:-$(mktemp -d)}"
+mkdir -p "$out"
 shift 2 2>/dev/null || shift $#
 jobs=("$@")
 if [ ${#jobs[@]} -eq 0 ]; then
