@@ -2,6 +2,7 @@
 // the weight layout policy (one prefill and one decode layout per linear
 // weight, whatever M), buffers, context limits and golden dumps.
 // Golden dumps: plan_golden_slow_test.cpp.
+#include <cmath>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -179,6 +180,23 @@ TEST(Plan, PrefillWeightLayoutIsTheSameForEveryM) {
       EXPECT_EQ(prefill_keys.count(decode_key), 0u) << preset << " K=" << K << " N=" << N;
     }
   }
+}
+
+// The same, byte for byte, for a real weight rather than the probe: the
+// buffers M = 2 and M = 2048 designs pack for smollm2-135m's gate_proj.
+TEST(Plan, PrefillPackedWeightBytesMatchAcrossM) {
+  const int64_t K = 576, N = 1536;
+  std::vector<float> w(static_cast<size_t>(K * N));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(0.001f * static_cast<float>(i * i % 9973));
+  std::vector<npu::HostMemory> packed;
+  for (int64_t M : {2, 2048}) {
+    const kernels::OpShape s{"linear", {{"M", M}, {"K", K}, {"N", N}}, {}};
+    const auto& e = cache().get(s, layout_tiles(s, cache().spec()));
+    packed.emplace_back();
+    e.op->pack(1, w, packed.back());
+  }
+  ASSERT_FALSE(packed[0].empty());
+  EXPECT_TRUE(packed[0] == packed[1]);
 }
 
 TEST(Plan, LayoutKeyHashesPackedBytes) {
