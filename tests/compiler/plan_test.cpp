@@ -255,6 +255,17 @@ TEST(Plan, DumpAndJsonCarryTheTotals) {
   EXPECT_EQ(j["dispatches"], p.dispatches());
   EXPECT_EQ(j["steps"].size(), p.steps.size());
   EXPECT_DOUBLE_EQ(j["predicted_seconds"].get<double>(), p.predicted_seconds());
+  // The bounding terms split the total; host re-layout is a term of its own.
+  double sum = 0, relayout = 0;
+  for (const auto& b : j["bounds"]) {
+    sum += b["seconds"].get<double>();
+    if (b["bound"] == "relayout") relayout = b["seconds"].get<double>();
+  }
+  EXPECT_NEAR(sum, p.predicted_seconds(), 1e-12);
+  double want_relayout = 0;
+  for (const Step& s : p.steps) want_relayout += s.relayout_seconds;
+  EXPECT_GT(want_relayout, 0);
+  EXPECT_NEAR(relayout, want_relayout, 1e-15);
 }
 
 }  // namespace
