@@ -4,6 +4,8 @@
 #include <exception>
 #include <iostream>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -26,8 +28,15 @@ void install_sinks(bool verbose) {
     const char* tag = lvl == tessera::LogLevel::warn ? "warning: " : "";
     std::fprintf(stderr, "%s%s\n", tag, msg.c_str());
   });
-  tessera::set_progress_sink([](const std::string& step, size_t done, size_t total) {
+  // A bar redrawn with \r only makes sense on a terminal; a log file or a CI
+  // capture gets one line per finished step instead of one per unit.
+  const bool tty = isatty(fileno(stderr)) != 0;
+  tessera::set_progress_sink([tty](const std::string& step, size_t done, size_t total) {
     if (total == 0) return;
+    if (!tty) {
+      if (done >= total) std::fprintf(stderr, "%s: %zu/%zu done\n", step.c_str(), done, total);
+      return;
+    }
     int width = 30, filled = static_cast<int>(width * done / total);
     std::fprintf(stderr, "\r%-28s [%s%s] %zu/%zu", step.c_str(), std::string(filled, '#').c_str(),
                  std::string(width - filled, '.').c_str(), done, total);
