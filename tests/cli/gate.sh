@@ -38,8 +38,12 @@ set +e
 [ "$rc" -eq 2 ] || fail "no model source: exit $rc, want 2"
 "$bin" gate kernels --preset tiny -m "$tmp" > /dev/null 2>&1; rc=$?
 [ "$rc" -eq 2 ] || fail "two model sources: exit $rc, want 2"
-"$bin" gate kernels --preset tiny --seq 1 > /dev/null 2>&1; rc=$?
-[ "$rc" -eq 2 ] || fail "--seq 1: exit $rc, want 2"
+"$bin" gate kernels --preset tiny --seq 0 > /dev/null 2>&1; rc=$?
+[ "$rc" -eq 2 ] || fail "--seq 0: exit $rc, want 2"
+# --seq 1 is the first decode step alone: decode rows only, attention over one key.
+"$bin" gate kernels --preset tiny --seq 1 > "$tmp/s1.txt" 2>&1 || fail "--seq 1 exited $?"
+grep -q "^decode  attn_out .*attention_decode T=1 " "$tmp/s1.txt" || fail "--seq 1 has no T=1 decode attention"
+if grep -q "^prefill" "$tmp/s1.txt"; then fail "--seq 1 ran a prefill pass"; fi
 "$bin" gate kernels --preset no-such-model > /dev/null 2>&1; rc=$?
 [ "$rc" -eq 2 ] || fail "unknown preset: exit $rc, want 2"
 set -e
