@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_common.h"
 #include "command.h"
 #include "tessera/core/error.h"
 #include "tessera/npu/designs.h"
@@ -26,12 +27,6 @@ struct Options {
   std::string calibrate_out;
   std::string trace_dir;
 };
-
-DeviceSpec load_spec(const std::string& name) {
-  for (const auto& p : DeviceSpec::preset_names())
-    if (p == name) return DeviceSpec::preset(name);
-  return DeviceSpec::load(name);
-}
 
 void print_predictions(const std::string& title, const std::vector<Prediction>& ps) {
   fmt::print("{}\n{:<26} {:>10} {:>10} {:>8} {:>9}  {}\n", title, "benchmark", "published",
@@ -57,7 +52,7 @@ void write_file(const std::string& path, const std::string& text) {
 }
 
 int run(const Options& o) {
-  DeviceSpec spec = load_spec(o.spec);
+  DeviceSpec spec = tessera::cli::spec_from_arg(o.spec);
   KernelRegistry registry;
   register_microbench_kernels(registry);
   const auto& benches = published_microbenchmarks();

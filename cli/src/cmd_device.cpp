@@ -4,16 +4,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_common.h"
 #include "command.h"
 #include "tessera/npu/device_spec.h"
 
 namespace {
-
-tessera::npu::DeviceSpec load_spec(const std::string& name) {
-  for (const auto& p : tessera::npu::DeviceSpec::preset_names())
-    if (p == name) return tessera::npu::DeviceSpec::preset(name);
-  return tessera::npu::DeviceSpec::load(name);
-}
 
 std::string value_text(const nlohmann::json& v) {
   if (v.is_number_float()) return fmt::format("{:g}", v.get<double>());
@@ -28,7 +23,7 @@ tessera::cli::Action setup(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--json", *json, "Print the spec as JSON (loadable with --spec)");
   return [spec_name, json] {
-    auto spec = load_spec(*spec_name);
+    auto spec = tessera::cli::spec_from_arg(*spec_name);
     nlohmann::json j = spec.to_json();
     if (*json) {
       fmt::print("{}\n", j.dump(2));

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_common.h"
 #include "command.h"
 #include "tessera/core/error.h"
 #include "tessera/npu/device_spec.h"
@@ -24,17 +25,11 @@ struct GateArgs {
   bool no_sim = false;
 };
 
-tessera::npu::DeviceSpec load_spec(const std::string& name) {
-  for (const auto& p : tessera::npu::DeviceSpec::preset_names())
-    if (p == name) return tessera::npu::DeviceSpec::preset(name);
-  return tessera::npu::DeviceSpec::load(name);
-}
-
 int run_kernels(const GateArgs& a) {
   using namespace tessera;
   if (a.model_dir.empty() == a.preset.empty())
     throw_error<UsageError>("gate kernels: give exactly one of -m DIR or --preset NAME");
-  const npu::DeviceSpec spec = load_spec(a.spec);
+  const npu::DeviceSpec spec = tessera::cli::spec_from_arg(a.spec);
   pipeline::Phase1Options opts;
   opts.seq = a.seq;
   opts.seed = a.seed;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_common.h"
 #include "command.h"
 #include "tessera/compiler/plan.h"
 #include "tessera/core/error.h"
@@ -28,12 +29,6 @@ struct PlanArgs {
   std::string spec = "xdna2";
   bool json = false;
 };
-
-npu::DeviceSpec spec_by_name_or_file(const std::string& name) {
-  for (const auto& p : npu::DeviceSpec::preset_names())
-    if (p == name) return npu::DeviceSpec::preset(name);
-  return npu::DeviceSpec::load(name);
-}
 
 nlohmann::json step_list(const compiler::Plan& p, const char* phase, compiler::StepKind kind) {
   nlohmann::json out = nlohmann::json::array();
@@ -81,7 +76,7 @@ int run_plan(const PlanArgs& a) {
   const model::ModelConfig config = a.preset.empty()
                                         ? model::load_config(a.model_dir + "/config.json")
                                         : model::preset(a.preset);
-  compiler::DesignCache cache(spec_by_name_or_file(a.spec));
+  compiler::DesignCache cache(tessera::cli::spec_from_arg(a.spec));
   compiler::PlanOptions opts;
   opts.style = style;
   opts.context = a.context;
