@@ -21,7 +21,9 @@ from collections import defaultdict
 d = json.load(open(sys.argv[1]))
 by = defaultdict(float)
 for x in d["dispatches"] + d.get("host_steps", []):
-    by[x["bound"]] += x["seconds"]
+    relayout = x.get("relayout_seconds", 0.0)
+    by[x["bound"]] += x["seconds"] - relayout
+    by["relayout"] += relayout
 total = sum(by.values())
 top = ", ".join(f"{b} {100 * s / total:.0f}%" for b, s in sorted(by.items(), key=lambda t: -t[1])[:3])
 disp = f'{d["dispatches_per_layer_prefill"]}/{d["dispatches_per_layer_decode"]}'

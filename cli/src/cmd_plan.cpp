@@ -39,6 +39,8 @@ nlohmann::json step_list(const compiler::Plan& p, const char* phase, compiler::S
                      {"shape", compiler::shape_text(s.shape)},
                      {"phase", phase},
                      {"seconds", s.seconds()},
+                     // seconds includes it; bound names the dispatch's own term
+                     {"relayout_seconds", s.relayout_seconds},
                      {"bound", s.bound()}});
   return out;
 }
