@@ -233,12 +233,14 @@ TEST(Executor, MissingInputAndLayoutAreNamedAndWeightsSurviveErrors) {
   // An error inside an NPU step that has its weights swapped in (per-op
   // embedding: the id is checked after the table is in place) must leave the
   // packed weights as they were.
-  const auto before = m.packed->get(plan.steps[0].weight_layouts.at(1));
   const Plan per_op = testing::lower_plan(m, 5, 0, PlanStyle::per_op);
+  const std::string table = per_op.steps[0].weight_layouts.at(1);
+  ASSERT_EQ(per_op.steps[0].shape.op, "embedding");
+  const auto before = m.packed->get(table);
   Values bad = host_inputs(m, tokens, 0);
   bad["host:token_ids"][3] = static_cast<float>(m.config.vocab_size);
   EXPECT_THROW(exec.run(per_op, bad), InputError);
-  EXPECT_TRUE(m.packed->get(plan.steps[0].weight_layouts.at(1)) == before);
+  EXPECT_TRUE(m.packed->get(table) == before) << table << " was not swapped back";
   compiler::PackedWeights empty;
   Executor none(m.spec, empty);
   try {
