@@ -31,8 +31,15 @@ void prepare_host(const Design& d, HostMemory& host) {
 }
 
 void build_pools(sim::LaunchState& st, std::map<TileCoord, std::vector<std::byte>>& mem) {
-  for (const auto& [t, m] : st.layout.memory)
-    if (!mem.count(t)) mem[t].assign(m.capacity, kPoison);
+  // Only up to the highest allocated byte: nothing addresses a tile's memory
+  // except through its pools and buffers, and poisoning all 64 KiB / 512 KiB
+  // of every tile was most of a small dispatch's simulation time. A later
+  // launch that allocates higher extends the poisoned range.
+  for (const auto& [t, m] : st.layout.memory) {
+    auto& bytes = mem[t];
+    const auto need = static_cast<size_t>(m.used());
+    if (bytes.size() < need) bytes.resize(need, kPoison);
+  }
   for (const auto& op : st.layout.pools) {
     sim::Pool p;
     p.name = op.name;
