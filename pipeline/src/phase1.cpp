@@ -214,6 +214,7 @@ KernelResult run_kernel(const Graph& g, const compiler::UniqueOp& u,
     r.bound = t.bound;
     r.utilization = t.utilization;
     r.macs = t.macs;
+    r.ddr_bytes = t.ddr_bytes;
   } catch (const Error& e) {
     r.status = KernelStatus::build_error;
     r.message = e.what();

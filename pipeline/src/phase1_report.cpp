@@ -56,22 +56,29 @@ std::string why(const KernelResult& r) {
 
 }  // namespace
 
+double KernelResult::ddr_gb_per_second() const {
+  return predicted_seconds > 0 ? static_cast<double>(ddr_bytes) / predicted_seconds / 1e9 : 0.0;
+}
+
 std::string Phase1Report::table() const {
-  std::string out = fmt::format("phase 1 kernel gate: {} on {}, prefill S={}, decode P={}\n",
-                                model, spec, seq, seq);
-  out += fmt::format("{:<7} {:<30} {:<58} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:<10} {:>6} {:>7} {}\n",
+  std::string out =
+      seq == 1 ? fmt::format("phase 1 kernel gate: {} on {}, first decode step (P=0)\n", model, spec)
+               : fmt::format("phase 1 kernel gate: {} on {}, prefill S={}, decode P={}\n", model,
+                             spec, seq, seq);
+  out += fmt::format("{:<7} {:<30} {:<58} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:<10} {:>6} {:>7} {:>7} {}\n",
                      "phase", "node", "op", "max_abs", "max_rel", "mean_rel", "pearson", "cosine",
-                     "pred_us", "bound", "util", "host_s", "result");
+                     "pred_us", "bound", "util", "ddr_GBs", "host_s", "result");
   for (const auto& r : results) {
     const bool j = judged(r) && r.metrics.count > 0;
     const Metrics& m = r.metrics;
-    out += fmt::format("{:<7} {:<30} {:<58} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:<10} {:>6} {:>7.2f} {}\n",
+    out += fmt::format("{:<7} {:<30} {:<58} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:<10} {:>6} {:>7} {:>7.2f} {}\n",
                        r.phase, fmt::format("{}", fmt::join(r.nodes, ",")), r.shape,
                        j ? fig(m.max_abs) : "-", j ? fig(m.max_rel) : "-", j ? fig(m.mean_rel) : "-",
                        j ? fig(m.pearson, "{:.6f}") : "-", j ? fig(m.cosine, "{:.6f}") : "-",
                        r.bound.empty() ? "-" : fmt::format("{:.1f}", r.predicted_seconds * 1e6),
                        r.bound.empty() ? "-" : r.bound,
                        r.bound.empty() ? "-" : fmt::format("{:.1f}%", r.utilization * 100),
+                       r.bound.empty() ? "-" : fmt::format("{:.1f}", r.ddr_gb_per_second()),
                        r.host_seconds, status_name(r.status));
   }
   int failures = 0;
@@ -101,6 +108,8 @@ nlohmann::json Phase1Report::to_json() const {
                         {"bound", r.bound},
                         {"utilization", r.utilization},
                         {"macs", r.macs},
+                        {"ddr_bytes", r.ddr_bytes},
+                        {"ddr_gb_per_second", r.ddr_gb_per_second()},
                         {"host_seconds", r.host_seconds},
                         {"threshold",
                          {{"max_rel", r.threshold.max_rel},

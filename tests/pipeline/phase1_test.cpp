@@ -164,6 +164,15 @@ TEST(Phase1, SeqOneIsTheFirstDecodeStep) {
   const KernelResult* att = find(rep, "decode", "attention_decode");
   ASSERT_NE(att, nullptr);
   EXPECT_EQ(att->shape.rfind("attention_decode T=1 ", 0), 0u) << att->shape;
+  // A decode linear reads its whole weight once: DDR bytes >= 2 N K, and the
+  // table reports the bandwidth that implies.
+  const KernelResult* lin = find(rep, "decode", "linear");
+  ASSERT_NE(lin, nullptr);
+  const int64_t NK = tiny().config.hidden_size * tiny().config.head_dim * tiny().config.num_heads;
+  EXPECT_GE(lin->ddr_bytes, 2 * NK) << lin->shape;
+  EXPECT_GT(lin->ddr_gb_per_second(), 0.0);
+  EXPECT_EQ(rep.to_json()["results"][0].count("ddr_gb_per_second"), 1u);
+  EXPECT_NE(rep.table().find("first decode step (P=0)"), std::string::npos);
   o.seq = 0;
   EXPECT_THROW(run_phase1(tiny().config, tiny().weights, spec, o), UsageError);
 }

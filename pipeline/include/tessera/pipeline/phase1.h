@@ -62,6 +62,10 @@ struct KernelResult {
   std::string bound;
   double utilization = 0;
   int64_t macs = 0;
+  // DDR bytes the dispatch moves (in + out): the figure that matters for the
+  // memory-bound ops, where MAC utilization says nothing.
+  int64_t ddr_bytes = 0;
+  double ddr_gb_per_second() const;  // ddr_bytes / predicted_seconds (0 when untimed)
   double host_seconds = 0;          // build + simulate wall time
   std::string message;              // why it failed, one line
 };
