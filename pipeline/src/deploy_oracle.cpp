@@ -134,6 +134,7 @@ PhaseResult run_phase1_gate(Context& ctx, std::vector<std::string>&) {
   Phase1Options po;
   po.seq = ctx.seq();
   po.seed = ctx.opts.seed;
+  po.prompt = ctx.oracle().prompt;  // the gate prompt phases 2-6 run
   po.builders = ctx.opts.builders;
   ctx.progress("phase 1: kernels", 0, 1);
   const Phase1Report rep = run_phase1(ctx.config, ctx.weights(), ctx.opts.spec, po);

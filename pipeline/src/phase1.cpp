@@ -62,19 +62,26 @@ struct PassData {
   std::map<std::string, std::vector<float>> host;  // by ValueRef::str()
 };
 
+// Token i of the gate's sequence: the caller's prompt where it has one (deploy
+// gates phase 1 on the prompt every later phase uses), seeded ids after it.
+int32_t gate_token(const std::vector<int32_t>& prompt, uint64_t seed, int64_t i, int64_t vocab) {
+  if (i < static_cast<int64_t>(prompt.size())) return prompt[static_cast<size_t>(i)];
+  return token_for(seed, static_cast<uint64_t>(i), vocab);
+}
+
 PassData oracle_pass(const model::ModelConfig& c1, const model::Weights& w1, int64_t seq,
-                     int64_t past, uint64_t seed) {
+                     int64_t past, uint64_t seed, const std::vector<int32_t>& given) {
   PassData d;
   d.phase = seq == 1 ? "decode" : "prefill";
   d.graph = compiler::build_graph(c1, seq, past);
   const oracle::Oracle orc(c1, w1);
   oracle::KvCache cache = orc.new_cache();
   std::vector<int32_t> prompt;
-  for (int64_t i = 0; i < past; ++i) prompt.push_back(token_for(seed, static_cast<uint64_t>(i), c1.vocab_size));
+  for (int64_t i = 0; i < past; ++i) prompt.push_back(gate_token(given, seed, i, c1.vocab_size));
   if (past > 0) orc.forward(prompt, cache);
   std::vector<int32_t> tokens;
   for (int64_t i = 0; i < seq; ++i)
-    tokens.push_back(token_for(seed, static_cast<uint64_t>(past + i), c1.vocab_size));
+    tokens.push_back(gate_token(given, seed, past + i, c1.vocab_size));
   // The cache as the kernel sees it before this call: P rows, then room for S.
   const int64_t kvd = c1.kv_dim(), T = past + seq;
   for (const char* kv : {"k_cache_in", "v_cache_in"}) {
@@ -327,7 +334,7 @@ Phase1Report run_phase1(const model::ModelConfig& config, const model::Weights& 
     if (opts.decode) passes.emplace_back(1, opts.seq);
   }
   for (const auto& [S, P] : passes) {
-    PassData d = oracle_pass(c1, w1, S, P, opts.seed);
+    PassData d = oracle_pass(c1, w1, S, P, opts.seed, opts.prompt);
     Values values(c1, w1, d);
     values.evaluate();
     for (const auto& u : compiler::unique_ops(d.graph)) {

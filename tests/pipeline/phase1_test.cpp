@@ -177,6 +177,28 @@ TEST(Phase1, SeqOneIsTheFirstDecodeStep) {
   EXPECT_THROW(run_phase1(tiny().config, tiny().weights, spec, o), UsageError);
 }
 
+// Phase 1 inside deploy runs on the deploy's gate prompt: the given ids are
+// the sequence (other ids, other activations), and an id outside the
+// vocabulary is refused rather than silently replaced.
+TEST(Phase1, GivenPromptIsTheSequence) {
+  const auto spec = npu::DeviceSpec::preset("xdna2");
+  Phase1Options o = small();
+  o.decode = false;
+  const Phase1Report seeded = run_phase1(tiny().config, tiny().weights, spec, o);
+  o.prompt = {5, 6, 7, 8, 9, 10, 11, 12, 13};
+  const Phase1Report given = run_phase1(tiny().config, tiny().weights, spec, o);
+  const Phase1Report again = run_phase1(tiny().config, tiny().weights, spec, o);
+  ASSERT_TRUE(given.passed()) << given.table();
+  const KernelResult* a = find(seeded, "prefill", "rmsnorm");
+  const KernelResult* b = find(given, "prefill", "rmsnorm");
+  const KernelResult* c = find(again, "prefill", "rmsnorm");
+  ASSERT_TRUE(a && b && c);
+  EXPECT_NE(a->metrics.max_abs, b->metrics.max_abs);
+  EXPECT_EQ(b->metrics.max_abs, c->metrics.max_abs);
+  o.prompt = {1, 2, static_cast<int32_t>(tiny().config.vocab_size)};
+  EXPECT_THROW(run_phase1(tiny().config, tiny().weights, spec, o), InputError);
+}
+
 // A builder that delegates to the real one and plants a bug in pack/unpack,
 // registered under the real op name in the lookup the gate uses.
 class Planted : public kernels::OpBuilder {

@@ -40,6 +40,10 @@ struct Phase1Options {
   bool prefill = true;
   bool decode = true;
   uint64_t seed = 1;       // prompt tokens (and synthetic weights in run_phase1_preset)
+  // The first tokens of the gate's sequence (deploy passes its gate prompt, so
+  // phase 1 sees the activations phases 2-6 see); seeded ids fill the rest.
+  // Ids must be < vocab (InputError from the oracle otherwise).
+  std::vector<int32_t> prompt;
   bool simulate = true;    // false: build + validate + estimate_time only
   BuilderLookup builders;  // empty: registered_builders()
 };
