@@ -41,6 +41,13 @@ void print_config(const mdl::ModelConfig& c) {
              "torch_dtype={}\n", c.rope_theta, c.rms_norm_eps, c.max_position_embeddings,
              c.torch_dtype);
   fmt::print("special ids:  bos={} eos={}\n", ids(c.bos_token_ids), ids(c.eos_token_ids));
+  // validate() already refused a window shorter than the default context.
+  if (c.sliding_window > 0)
+    fmt::print("attention:    sliding_window={} >= context {}: cannot bind, full causal "
+               "attention is exact (a context above {} is refused)\n",
+               c.sliding_window, c.default_context(), c.sliding_window);
+  else
+    fmt::print("attention:    full causal (no sliding window)\n");
 }
 
 void print_weights(const mdl::ModelDir& m) {

@@ -253,8 +253,8 @@ Plan lower(const model::ModelConfig& config, int64_t seq, int64_t past, DesignCa
   p.style = opts.style;
   p.seq = seq;
   p.past = past;
-  p.context = opts.context > 0 ? opts.context
-                               : std::min<int64_t>(config.max_position_embeddings, 4096);
+  p.context = opts.context > 0 ? opts.context : config.default_context();
+  config.check_context(p.context);
   if (seq + past > p.context)
     throw_error<UsageError>("{}: S={} + P={} positions exceed the plan context {} (the KV cache "
                             "capacity)", config.name, seq, past, p.context);

@@ -15,10 +15,17 @@ const std::vector<ArchTraits>& supported_architectures() {
   // Checked against transformers' modeling files: Qwen2Attention builds
   // q/k/v with bias=True unconditionally and ignores attention_bias; Llama and
   // Qwen3 take the bias from config.attention_bias; Qwen3 adds q_norm/k_norm.
+  // MistralAttention builds q/k/v/o without bias and reads no attention_bias;
+  // MistralConfig defaults max_position_embeddings to 4096 * 32 and
+  // sliding_window to 4096. Otherwise its block is the Llama block.
+  // (architecture, family, qkv_bias, qk_norm, honours_attention_bias_key,
+  //  default_head_dim, default_max_position_embeddings, sliding_window_always,
+  //  default_sliding_window)
   static const std::vector<ArchTraits> table = {
-      {"LlamaForCausalLM", "llama", false, false, true, 0, 2048},
-      {"Qwen2ForCausalLM", "qwen2", true, false, false, 0, 32768},
-      {"Qwen3ForCausalLM", "qwen3", false, true, true, 128, 32768},
+      {"LlamaForCausalLM", "llama", false, false, true, 0, 2048, false, 0},
+      {"Qwen2ForCausalLM", "qwen2", true, false, false, 0, 32768, false, 0},
+      {"Qwen3ForCausalLM", "qwen3", false, true, true, 128, 32768, false, 0},
+      {"MistralForCausalLM", "mistral", false, false, false, 0, 131072, true, 4096},
   };
   return table;
 }

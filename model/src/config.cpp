@@ -2,9 +2,11 @@
 // Qwen2Config and Qwen3Config: the same keys, the same defaults for keys a file
 // may omit, and the same rope_scaling conventions ("type" is the legacy
 // spelling of "rope_type"; "default" means no scaling). What tessera cannot
-// model (o_proj/MLP biases, sliding windows, other activations, other rope
-// types) is rejected here so that no later phase silently computes a
-// different model than the one the file describes.
+// model (o_proj/MLP biases, other activations, other rope types) is rejected
+// here so that no later phase silently computes a different model than the one
+// the file describes. A sliding window is kept as a limit on the context
+// (ModelConfig::check_context): below it, windowed and full attention agree.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <string>
@@ -174,8 +176,25 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& name) {
   c.bos_token_ids = f.id_list("bos_token_id");
   c.eos_token_ids = f.id_list("eos_token_id");
   c.torch_dtype = f.string_or("torch_dtype", f.string_or("dtype", "bfloat16"));
+  if (c.traits.sliding_window_always)  // null: no window; absent: the class default
+    c.sliding_window = j.contains("sliding_window") ? f.integer_or("sliding_window", 0)
+                                                    : c.traits.default_sliding_window;
   c.validate();
   return c;
+}
+
+int64_t ModelConfig::default_context() const {
+  return std::min<int64_t>(max_position_embeddings, 4096);
+}
+
+void ModelConfig::check_context(int64_t context) const {
+  if (context > max_position_embeddings)
+    throw_error<UsageError>("{}: context {} exceeds max_position_embeddings {}", name, context,
+                            max_position_embeddings);
+  if (sliding_window > 0 && context > sliding_window)
+    throw_error<UnsupportedError>("{}: sliding_window {} would bind at context {} (tessera "
+                                  "computes full causal attention; use a context <= {})",
+                                  name, sliding_window, context, sliding_window);
 }
 
 void ModelConfig::validate() const {
@@ -190,6 +209,13 @@ void ModelConfig::validate() const {
   positive("head_dim", head_dim);
   positive("vocab_size", vocab_size);
   positive("max_position_embeddings", max_position_embeddings);
+  if (sliding_window < 0)
+    throw_error<ConfigError>("{}: sliding_window must be positive or null, got {}", name,
+                             sliding_window);
+  if (sliding_window > 0 && sliding_window < default_context())
+    throw_error<UnsupportedError>("{}: sliding_window {} is shorter than the context {} tessera "
+                                  "deploys with, so it would bind (only full causal attention is "
+                                  "supported)", name, sliding_window, default_context());
   if (num_heads % num_kv_heads != 0)
     throw_error<ConfigError>("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}",
                              name, num_heads, num_kv_heads);
@@ -257,6 +283,8 @@ nlohmann::json config_to_json(const ModelConfig& c) {
       {"torch_dtype", c.torch_dtype},
   };
   if (c.traits.honours_attention_bias_key) j["attention_bias"] = c.qkv_bias;
+  if (c.traits.sliding_window_always)
+    j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
   if (c.rope_scaling.type == RopeScaling::Type::llama3) {
     const auto& r = c.rope_scaling;
     j["rope_scaling"] = {{"rope_type", "llama3"},
@@ -275,6 +303,7 @@ std::string config_summary(const ModelConfig& c) {
   if (c.tie_word_embeddings) traits += " tied";
   if (c.rope_scaling.type == RopeScaling::Type::llama3)
     traits += fmt::format(" rope=llama3(x{})", c.rope_scaling.factor);
+  if (c.sliding_window > 0) traits += fmt::format(" window={}", c.sliding_window);
   return fmt::format("{}: {} layers={} hidden={} ffn={} heads={}/{} head_dim={} vocab={} "
                      "theta={} params={}{}",
                      c.name, c.traits.architecture, c.num_layers, c.hidden_size,

@@ -44,6 +44,10 @@ constexpr PresetRow kRows[] = {
      true, false, 151643, 151645},
     {"qwen3-4b", "Qwen3ForCausalLM", 36, 2560, 9728, 32, 8, 128, 151936, 40960, 1000000, 1e-6,
      true, false, 151643, 151645},
+    // Mistral-7B-v0.3 (sliding_window null): for plan and timing only; its
+    // full-depth weights (14.5 GB bf16) are never synthesized by tests.
+    {"mistral-7b", "MistralForCausalLM", 32, 4096, 14336, 32, 8, 128, 32768, 32768, 1000000,
+     1e-5, false, false, 1, 2},
     // The embedded default (demo, tests): vocab 512 equals the synthetic
     // tokenizer's (synth.h kSynthVocabSize), GQA 4:2; bos/eos are its specials.
     {"tiny", "LlamaForCausalLM", 4, 128, 384, 4, 2, 32, 512, 2048, 10000, 1e-5, true, false, 510,

@@ -74,8 +74,8 @@ Session::Session(const model::ModelConfig& config,
   if (opts_.context < 0)
     throw_error<UsageError>("session {}: context {} must be >= 0 (0: the model's maximum, capped "
                             "at 4096)", config_.name, opts_.context);
-  context_ = opts_.context > 0 ? opts_.context
-                               : std::min<int64_t>(config_.max_position_embeddings, 4096);
+  context_ = opts_.context > 0 ? opts_.context : config_.default_context();
+  config_.check_context(context_);
   cache_ = std::make_unique<compiler::DesignCache>(spec_);
   exec_ = std::make_unique<Executor>(spec_, *weights_);
   const auto n = static_cast<size_t>(config_.num_layers);

@@ -57,6 +57,16 @@ const char* kSmolLM2_135M = R"({
   "rope_theta": 100000, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
   "transformers_version": "4.40.1", "use_cache": true, "vocab_size": 49152})";
 
+// Mistral-7B-v0.3: v0.2 and later set sliding_window null (v0.1 had 4096).
+const char* kMistral7Bv03 = R"({
+  "architectures": ["MistralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1,
+  "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+  "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mistral",
+  "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": null,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.42.0.dev0",
+  "use_cache": true, "vocab_size": 32768})";
+
 ModelConfig parse(const char* text) { return parse_config(json::parse(text), "test/config.json"); }
 
 void expect_same_as_preset(const char* text, const std::string& name) {
@@ -110,6 +120,51 @@ TEST(Config, SmolLM2OddHeadCount) {
   EXPECT_EQ(c.num_heads, 9);
   EXPECT_EQ(c.gqa_group(), 3);
   expect_same_as_preset(kSmolLM2_135M, "smollm2-135m");
+}
+
+TEST(Config, MistralWithoutWindowIsTheLlamaBlock) {
+  ModelConfig c = parse(kMistral7Bv03);
+  EXPECT_EQ(c.traits.family, "mistral");
+  EXPECT_EQ(c.head_dim, 128);  // derived: hidden / heads
+  EXPECT_EQ(c.sliding_window, 0);
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_EQ(c.default_context(), 4096);
+  EXPECT_NO_THROW(c.check_context(32768));
+  expect_same_as_preset(kMistral7Bv03, "mistral-7b");
+  // The same tensors as a Llama of that shape.
+  ModelConfig as_llama = c;
+  as_llama.traits = arch_traits("LlamaForCausalLM");
+  const auto mine = tensor_specs(c), llama = tensor_specs(as_llama);
+  ASSERT_EQ(mine.size(), llama.size());
+  for (size_t i = 0; i < mine.size(); ++i) {
+    EXPECT_EQ(mine[i].name, llama[i].name);
+    EXPECT_EQ(mine[i].shape, llama[i].shape);
+  }
+}
+
+// MistralConfig defaults the window to 4096 when the key is absent; a window
+// at least as long as the context cannot bind and is accepted; a shorter one
+// is refused, and so is asking a longer context of an accepted one.
+TEST(Config, MistralSlidingWindowBindsOnlyBelowTheContext) {
+  json j = json::parse(kMistral7Bv03);
+  j.erase("sliding_window");
+  ModelConfig c = parse_config(j, "v01/config.json");
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_NO_THROW(c.check_context(4096));
+  expect_error<UnsupportedError>([&] { c.check_context(4097); }, {"sliding_window 4096", "4097"});
+  EXPECT_EQ(parse_config(config_to_json(c), "again").sliding_window, 4096);
+
+  j["sliding_window"] = 16;
+  expect_error<UnsupportedError>([&] { parse_config(j, "w16/config.json"); },
+                                 {"w16/config.json", "sliding_window 16", "4096"});
+  j["max_position_embeddings"] = 16;  // the whole context fits in the window
+  EXPECT_EQ(parse_config(j, "w16/config.json").default_context(), 16);
+  j["sliding_window"] = -1;
+  expect_error<ConfigError>([&] { parse_config(j, "neg/config.json"); }, {"sliding_window"});
+  // Qwen2's window only applies with use_sliding_window (refused); Llama has none.
+  EXPECT_EQ(parse(kQwen25_05B).sliding_window, 0);
 }
 
 TEST(Config, HeadDimDefaultsFollowTransformers) {
@@ -202,10 +257,10 @@ TEST(Config, MissingRequiredFieldNamesFieldAndFile) {
 
 TEST(Config, UnknownArchitectureListsSupported) {
   json j = json::parse(kQwen3_06B);
-  j["architectures"] = {"MistralForCausalLM"};
+  j["architectures"] = {"MixtralForCausalLM"};
   expect_error<UnsupportedError>([&] { parse_config(j); },
-                                 {"MistralForCausalLM", "LlamaForCausalLM", "Qwen2ForCausalLM",
-                                  "Qwen3ForCausalLM"});
+                                 {"MixtralForCausalLM", "LlamaForCausalLM", "Qwen2ForCausalLM",
+                                  "Qwen3ForCausalLM", "MistralForCausalLM"});
 }
 
 TEST(Config, ValidateRejectsInconsistentShapes) {
@@ -296,7 +351,8 @@ TEST(Presets, MatchPublishedShapes) {
     EXPECT_FALSE(c.bos_token_ids.empty());
     EXPECT_FALSE(c.eos_token_ids.empty());
   }
-  EXPECT_EQ(preset_names().size(), std::size(kPublished) + 2);  // + tiny, tiny-qwen3
+  // + tiny, tiny-qwen3, mistral-7b (checked against its config.json above)
+  EXPECT_EQ(preset_names().size(), std::size(kPublished) + 3);
 }
 
 TEST(Presets, ParameterCounts) {

@@ -15,7 +15,7 @@ output_hidden_states, because transformers 4.57 replaces the last entry of
 hidden_states by the final-normed state; the hooks give h_out of every layer.
 
 Usage (in a virtualenv made from requirements-oracle.txt):
-  python tools/reference/make_oracle_fixtures.py [--out tests/data/oracle]
+  python tools/reference/make_oracle_fixtures.py [--out tests/data/oracle] [--only NAME ...]
 """
 import argparse
 import json
@@ -28,7 +28,8 @@ import safetensors
 import safetensors.torch
 import torch
 import transformers
-from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
+from transformers import (AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config,
+                          Qwen3Config)
 
 GREEDY_TOKENS = 32
 # The C++ test allows logits to differ by 1e-4 of the row's range; a greedy
@@ -82,6 +83,12 @@ FIXTURES = [
          config=dict(hidden_size=96, intermediate_size=192, num_hidden_layers=3,
                      num_attention_heads=3, num_key_value_heads=3, vocab_size=512,
                      tie_word_embeddings=False, rope_theta=100000.0, rms_norm_eps=1e-5)),
+    dict(name="mistral_gqa_nowindow_untied", cls=MistralConfig, dtype="float32", prompt=12,
+         desc="Mistral (v0.2+ style, sliding_window null), GQA 2:1, head_dim derived 32, untied",
+         config=dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2, vocab_size=512,
+                     tie_word_embeddings=False, rope_theta=1000000.0, rms_norm_eps=1e-5,
+                     sliding_window=None)),
 ]
 
 
@@ -232,11 +239,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     root = pathlib.Path(__file__).resolve().parents[2]
     ap.add_argument("--out", type=pathlib.Path, default=root / "tests" / "data" / "oracle")
+    ap.add_argument("--only", nargs="*", default=None,
+                    help="write only these fixtures (seeds depend on the index, not on this)")
     args = ap.parse_args()
     torch.set_num_threads(2)
     args.out.mkdir(parents=True, exist_ok=True)
     for i, spec in enumerate(FIXTURES):
-        make_one(spec, i, args.out)
+        if args.only is None or spec["name"] in args.only:
+            make_one(spec, i, args.out)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,11 @@ struct ArchTraits {
   // head_dim = hidden_size / num_heads). Qwen3Config defaults head_dim to 128.
   int64_t default_head_dim = 0;
   int64_t default_max_position_embeddings = 2048;
+  // How config.json's "sliding_window" is read. Llama has no such key; Qwen2/3
+  // ignore it unless "use_sliding_window" is true (refused). Mistral applies it
+  // whenever it is not null, and MistralConfig defaults it to 4096 when absent.
+  bool sliding_window_always = false;
+  int64_t default_sliding_window = 0;  // 0: none
   bool operator==(const ArchTraits&) const = default;
 };
 
@@ -61,6 +66,20 @@ struct ModelConfig {
   std::vector<int64_t> bos_token_ids;
   std::vector<int64_t> eos_token_ids;
   std::string torch_dtype = "bfloat16";
+  // Keys beyond this many positions back are masked (HF: q - k < window);
+  // 0 = no window. tessera computes full causal attention, which equals the
+  // windowed one exactly while the context is at most the window: validate()
+  // refuses a window shorter than default_context(), check_context() any
+  // longer context asked for.
+  int64_t sliding_window = 0;
+
+  // The KV-cache capacity a deployment uses unless told otherwise:
+  // max_position_embeddings, capped at 4096.
+  int64_t default_context() const;
+  // Throws UnsupportedError when `context` positions would let a sliding
+  // window bind (a model tessera would compute differently), UsageError when
+  // it exceeds max_position_embeddings.
+  void check_context(int64_t context) const;
 
   int64_t q_dim() const { return num_heads * head_dim; }
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
