@@ -27,7 +27,7 @@ grep -q '"hidden_size": 128' "$tmp/d/config.json" || fail "--config shapes not k
 
 # Every preset is listed with its shape.
 "$bin" presets > "$tmp/presets.txt"
-[ "$(wc -l < "$tmp/presets.txt")" -eq 12 ] || fail "expected 12 presets: $(cat "$tmp/presets.txt")"
+[ "$(wc -l < "$tmp/presets.txt")" -eq 13 ] || fail "expected 13 presets: $(cat "$tmp/presets.txt")"
 grep -q "^llama-3.2-1b: LlamaForCausalLM layers=16 hidden=2048 .*params=1235814400" \
   "$tmp/presets.txt" || fail "llama-3.2-1b line: $(grep llama-3.2-1b "$tmp/presets.txt")"
 grep -q "^qwen3-0.6b: Qwen3ForCausalLM .*heads=16/8 head_dim=128 .*qk_norm" "$tmp/presets.txt" \
