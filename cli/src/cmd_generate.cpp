@@ -42,8 +42,8 @@ int run(const GenerateArgs& a) {
   using namespace tessera;
   runtime::Sampler sampler(a.sampling);  // validates the options before any loading
   const std::filesystem::path dir(a.model_dir);
-  model::ModelDir md = model::load_model_dir(dir);
-  const auto tok = model::Tokenizer::from_file(dir / "tokenizer.json");
+  model::ModelDir md = model::load_model(dir);
+  const auto tok = model::load_tokenizer(dir);
   const std::vector<int32_t> prompt = tok.encode(a.prompt, true);
   if (prompt.empty()) throw_error<UsageError>("the prompt encodes to no tokens");
   const oracle::Oracle oracle(md.config, md.weights);
@@ -87,7 +87,7 @@ int run(const GenerateArgs& a) {
 tessera::cli::Action setup(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   auto* sub = app.add_subcommand("generate", "Generate text with the CPU FP32 oracle");
-  sub->add_option("-m,--model", args->model_dir, "Hugging Face model directory")
+  sub->add_option("-m,--model", args->model_dir, "Hugging Face model directory or .gguf file")
       ->required();
   sub->add_option("-p,--prompt", args->prompt, "Prompt text")->required();
   sub->add_option("-n,--max-tokens", args->max_tokens, "Tokens to generate at most")

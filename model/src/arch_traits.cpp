@@ -16,7 +16,7 @@ const std::vector<ArchTraits>& supported_architectures() {
   // q/k/v with bias=True unconditionally and ignores attention_bias; Llama and
   // Qwen3 take the bias from config.attention_bias; Qwen3 adds q_norm/k_norm.
   static const std::vector<ArchTraits> table = {
-      {"LlamaForCausalLM", "llama", false, false, true, 0, 2048},
+      {"LlamaForCausalLM", "llama", false, false, true, 0, 2048, true},
       {"Qwen2ForCausalLM", "qwen2", true, false, false, 0, 32768},
       {"Qwen3ForCausalLM", "qwen3", false, true, true, 128, 32768},
   };
@@ -30,6 +30,16 @@ const ArchTraits& arch_traits(const std::string& architecture) {
     names += names.empty() ? t.architecture : ", " + t.architecture;
   }
   throw_error<UnsupportedError>("unsupported architecture '{}' (supported: {})", architecture,
+                                names);
+}
+
+const ArchTraits& arch_traits_for_family(const std::string& family) {
+  std::string names;
+  for (const auto& t : supported_architectures()) {
+    if (t.family == family) return t;
+    names += names.empty() ? t.family : ", " + t.family;
+  }
+  throw_error<UnsupportedError>("unsupported architecture family '{}' (supported: {})", family,
                                 names);
 }
 
