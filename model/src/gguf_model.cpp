@@ -62,7 +62,11 @@ bool is_gguf_file(const std::filesystem::path& p) {
 ModelConfig gguf_config(const GgufFile& f) {
   const std::string arch = f.get_string("general.architecture");
   ModelConfig c;
-  c.traits = arch_traits_for_family(arch);
+  try {
+    c.traits = arch_traits_for_family(arch);
+  } catch (const UnsupportedError& e) {
+    throw UnsupportedError(f.name() + ": general.architecture: " + e.what());
+  }
   c.name = std::filesystem::path(f.name()).stem().string();
   reject_unmodelled(f, arch);
   auto key = [&](const char* k) { return arch + "." + k; };
