@@ -38,6 +38,10 @@ prompt=$'<|im_start|>system\nYou are a helpful AI assistant named SmolLM, traine
 "$bin" generate -m "$gguf" -p "$prompt" -n 24 > "$tmp/gen.txt" 2> "$tmp/gen.err" ||
   fail "generate exited $?: $(cat "$tmp/gen.err")"
 grep -q "Paris" "$tmp/gen.txt" || fail "greedy answer does not name Paris: $(cat "$tmp/gen.txt")"
+# --chat renders the same prompt from the GGUF's own chat template.
+"$bin" generate -m "$gguf" --chat -p "What is the capital of France?" -n 24 --print-ids \
+  > "$tmp/chat.txt" 2> "$tmp/chat.err" || fail "generate --chat exited $?"
+cmp -s "$tmp/gen.txt" "$tmp/chat.txt" || fail "--chat answer differs: $(cat "$tmp/chat.txt")"
 
 "$bin" convert "$gguf" --out "$tmp/hf" > "$tmp/convert.txt" || fail "convert exited $?"
 for f in config.json tokenizer.json tokenizer_config.json model.safetensors; do
