@@ -52,4 +52,9 @@ grep -q '"chat_template"' "$tmp/hf/tokenizer_config.json" || fail "chat template
   fail "converted tokenizer.json encodes differently"
 "$bin" generate -m "$tmp/hf" -p "$prompt" -n 24 > "$tmp/gen2.txt" 2>/dev/null || fail "generate on the converted dir"
 grep -q "Paris" "$tmp/gen2.txt" || fail "converted (bf16) model does not name Paris: $(cat "$tmp/gen2.txt")"
+# deploy -m FILE.gguf: two layers keep this quick; the full depth is scripts/demo.
+"$bin" deploy -m "$gguf" --out "$tmp/dep" --layers 2 --seq 8 --tokens 4 > "$tmp/dep.txt" 2>/dev/null ||
+  fail "deploy of the GGUF exited $?: $(cat "$tmp/dep.txt")"
+grep -q "^PASS: SmolLM2-135M-Instruct.Q4_1 deployed" "$tmp/dep.txt" || fail "deploy: $(cat "$tmp/dep.txt")"
+[ -s "$tmp/dep/gguf/SmolLM2-135M-Instruct.Q4_1/tokenizer_config.json" ] || fail "no converted source"
 echo "ok: $(cat "$tmp/gen.txt")"

@@ -19,7 +19,7 @@ const std::filesystem::path kFixture = std::filesystem::path(TESSERA_TEST_DATA) 
 
 std::vector<std::byte> as_bytes(const std::string& s) {
   std::vector<std::byte> b(s.size());
-  std::memcpy(b.data(), s.data(), s.size());
+  if (!s.empty()) std::memcpy(b.data(), s.data(), s.size());
   return b;
 }
 
