@@ -1,5 +1,5 @@
-// GGUF files as models: tiny llama (GQA, q/k permuted by the converter) and
-// qwen3 (qk-norm, decoupled head_dim) files written the way llama.cpp's
+// GGUF files as models: tiny llama (GQA, q/k permuted by the converter),
+// qwen2 (q/k/v biases) and qwen3 (qk-norm, decoupled head_dim) files written the way llama.cpp's
 // converter writes them (tools/reference/make_gguf_model_fixtures.py) from the
 // oracle fixture models must load as those same models: config, every tensor
 // (F16-rounded, q/k rows back in HF order) and the tokenizer.
@@ -48,6 +48,7 @@ TEST_P(GgufModel, LoadsAsTheModelItWasConvertedFrom) {
   EXPECT_EQ(a.rope_theta, b.rope_theta);
   EXPECT_EQ(a.tie_word_embeddings, b.tie_word_embeddings);
   EXPECT_EQ(a.qk_norm, b.qk_norm);
+  EXPECT_EQ(a.qkv_bias, b.qkv_bias);
   // Every tensor bit for bit: 2-D weights were stored F16, norms F32.
   for (const auto& s : tensor_specs(a)) {
     const std::vector<float> got = g.weights.get(s.name).to_f32_vector();
@@ -64,7 +65,8 @@ TEST_P(GgufModel, LoadsAsTheModelItWasConvertedFrom) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GgufModel,
                          ::testing::Values(Pair{"llama_gqa.gguf", "llama_gqa_rope3_tied"},
-                                           Pair{"qwen3_qknorm.gguf", "qwen3_qknorm_gqa_tied"}),
+                                           Pair{"qwen3_qknorm.gguf", "qwen3_qknorm_gqa_tied"},
+                                           Pair{"qwen2_bias.gguf", "qwen2_bias_hd80_tied"}),
                          [](const auto& p) { return std::string(p.param.oracle_dir); });
 
 TEST(GgufModel, UnpermuteRestoresRotaryHalves) {

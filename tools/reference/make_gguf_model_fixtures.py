@@ -5,6 +5,7 @@ llama.cpp's convert_hf_to_gguf.py writes them, from two oracle fixture models
 
   llama_gqa_rope3_tied   -> tests/data/gguf/llama_gqa.gguf   (q/k rows permuted)
   qwen3_qknorm_gqa_tied  -> tests/data/gguf/qwen3_qknorm.gguf (no permutation)
+  qwen2_bias_hd80_tied   -> tests/data/gguf/qwen2_bias.gguf   (q/k/v biases)
 
 2-D weights are stored F16 (norms F32, as real files do); the test compares
 tessera's GGUF loader with the safetensors weights rounded to F16. Each file
@@ -23,13 +24,15 @@ import gguf
 import numpy as np
 from gguf import GGUFValueType as V
 
-FIXTURES = {"llama_gqa_rope3_tied": "llama_gqa", "qwen3_qknorm_gqa_tied": "qwen3_qknorm"}
-ARCH = {"LlamaForCausalLM": "llama", "Qwen3ForCausalLM": "qwen3"}
+FIXTURES = {"llama_gqa_rope3_tied": "llama_gqa", "qwen3_qknorm_gqa_tied": "qwen3_qknorm",
+            "qwen2_bias_hd80_tied": "qwen2_bias"}
+ARCH = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3"}
 NAMES = {
     "model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
     "lm_head.weight": "output.weight", "input_layernorm.weight": "attn_norm.weight",
     "self_attn.q_proj.weight": "attn_q.weight", "self_attn.k_proj.weight": "attn_k.weight",
-    "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.v_proj.weight": "attn_v.weight", "self_attn.q_proj.bias": "attn_q.bias",
+    "self_attn.k_proj.bias": "attn_k.bias", "self_attn.v_proj.bias": "attn_v.bias", "self_attn.o_proj.weight": "attn_output.weight",
     "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight",
     "post_attention_layernorm.weight": "ffn_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
