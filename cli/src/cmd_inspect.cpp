@@ -9,6 +9,7 @@
 
 #include "command.h"
 #include "tessera/core/error.h"
+#include "tessera/model/chat_template.h"
 #include "tessera/model/gguf_model.h"
 #include "tessera/model/model_dir.h"
 #include "tessera/model/tensor_table.h"
@@ -105,6 +106,18 @@ void print_tokenizer(const std::filesystem::path& dir) {
              fmt::join(added, ", "), pre);
 }
 
+// Reported, not fatal: a model without a known template still inspects.
+void print_chat_template(const std::filesystem::path& p) {
+  try {
+    const auto t = mdl::ChatTemplate::from_model(p);
+    fmt::print("chat:         {}{}\n", t.format_name(),
+               t.default_system() ? fmt::format(" (default system: {:?})", *t.default_system())
+                                  : "");
+  } catch (const tessera::InputError& e) {
+    fmt::print("chat:         none ({})\n", e.what());
+  }
+}
+
 tessera::cli::Action setup(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
   auto* sub = app.add_subcommand("inspect", "Describe a model directory or GGUF file");
@@ -117,6 +130,7 @@ tessera::cli::Action setup(CLI::App& app) {
     print_config(m.config);
     print_weights(m);
     print_tokenizer(m.path);
+    print_chat_template(m.path);
     return 0;
   };
 }

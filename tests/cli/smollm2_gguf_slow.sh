@@ -20,7 +20,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 "$bin" inspect "$gguf" > "$tmp/inspect.txt" || fail "inspect exited $?"
 for want in "layers=30 hidden=576 intermediate=1536 heads=9 kv_heads=3" "vocab=49152" \
             "tied_embeddings=true" "rope_theta=100000 rms_norm_eps=1e-05 max_position_embeddings=8192" \
-            "bos=\[1\] eos=\[2\]" "Q4_1 x210" "Q8_0 x1" "48900 merges"; do
+            "bos=\[1\] eos=\[2\]" "Q4_1 x210" "Q8_0 x1" "48900 merges" \
+            "chat: *ChatML (default system"; do
   grep -q "$want" "$tmp/inspect.txt" || fail "inspect lacks '$want': $(cat "$tmp/inspect.txt")"
 done
 
