@@ -2,9 +2,15 @@
 // Small pieces several commands share: the --spec argument and streaming of
 // decoded text.
 #include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <vector>
 #include <string>
 #include <string_view>
 
+#include "tessera/core/error.h"
+#include "tessera/model/chat_template.h"
+#include "tessera/model/tokenizer.h"
 #include "tessera/npu/device_spec.h"
 
 namespace tessera::cli {
@@ -14,6 +20,29 @@ inline npu::DeviceSpec spec_from_arg(const std::string& name) {
   for (const auto& p : npu::DeviceSpec::preset_names())
     if (p == name) return npu::DeviceSpec::preset(name);
   return npu::DeviceSpec::load(name);
+}
+
+// The prompt's token ids: the text as given, or (--chat) the text as one user
+// message rendered with the chat template found at `chat_source` (a model
+// directory's tokenizer_config.json or a GGUF), whose markers carry the special
+// tokens, so no post-processor specials are added on top.
+inline std::vector<int32_t> encode_prompt(const model::Tokenizer& tok, const std::string& text,
+                                          bool chat, const std::filesystem::path& chat_source) {
+  if (!chat) return tok.encode(text, true);
+  const auto tmpl = model::ChatTemplate::from_model(chat_source);
+  return tok.encode(tmpl.render({{"user", text}}, true), false);
+}
+
+// Where a deployment's chat template lives: model/tokenizer_config.json, or the
+// HF directory a GGUF was converted into (deploy -m FILE.gguf).
+inline std::filesystem::path deployment_chat_source(const std::filesystem::path& dir) {
+  if (std::filesystem::exists(dir / "model/tokenizer_config.json")) return dir / "model";
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir / "gguf", ec))
+    for (const auto& e : std::filesystem::directory_iterator(dir / "gguf"))
+      if (std::filesystem::exists(e.path() / "tokenizer_config.json")) return e.path();
+  throw_error<FileError>("run --chat: {} has no tokenizer_config.json with a chat template",
+                         dir.string());
 }
 
 // Emits the growing decoded text without splitting a multi-byte character:

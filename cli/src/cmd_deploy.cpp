@@ -11,6 +11,7 @@
 #include "command.h"
 #include "tessera/core/error.h"
 #include "tessera/core/log.h"
+#include "tessera/model/gguf_model.h"
 #include "tessera/pipeline/deploy.h"
 
 namespace {
@@ -34,9 +35,17 @@ std::string phase_line(const tessera::pipeline::PhaseResult& p) {
 int run(const DeployArgs& a) {
   using namespace tessera;
   if (a.model_dir.empty() == a.preset.empty())
-    throw_error<UsageError>("deploy: give exactly one of -m DIR or --preset NAME");
+    throw_error<UsageError>("deploy: give exactly one of -m DIR|GGUF or --preset NAME");
   pipeline::DeployOptions o;
   o.model_dir = a.model_dir;
+  if (!a.model_dir.empty() && model::is_gguf_file(a.model_dir)) {
+    // The pipeline deploys HF directories; a GGUF becomes one inside the
+    // deployment (bf16 weights, as the NPU computes with). Conversion is
+    // deterministic, so a rerun hashes the same source and resumes.
+    const std::filesystem::path gguf(a.model_dir);
+    o.model_dir = std::filesystem::path(a.out) / "gguf" / gguf.stem();
+    model::convert_gguf(a.model_dir, o.model_dir);
+  }
   o.preset = a.preset;
   o.layers = a.layers;
   o.out = a.out;
@@ -64,7 +73,7 @@ int run(const DeployArgs& a) {
 tessera::cli::Action setup(CLI::App& app) {
   auto a = std::make_shared<DeployArgs>();
   auto* sub = app.add_subcommand("deploy", "Deploy a model onto the NPU: phases 0-3 and 6, each gated");
-  sub->add_option("-m,--model", a->model_dir, "Model directory (config.json + safetensors)");
+  sub->add_option("-m,--model", a->model_dir, "Model directory (config.json + safetensors) or .gguf file");
   sub->add_option("--preset", a->preset, "Built-in preset with seeded synthetic weights");
   sub->add_option("--out", a->out, "Deployment directory (created; rerun resumes)")->required();
   sub->add_option("--layers", a->layers, "Keep only the first N layers")->check(CLI::PositiveNumber);

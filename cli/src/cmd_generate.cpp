@@ -27,6 +27,7 @@ struct GenerateArgs {
   std::string prompt;
   int64_t max_tokens = 64;
   bool print_ids = false;
+  bool chat = false;
   tessera::runtime::SamplingOptions sampling;
 };
 
@@ -42,9 +43,9 @@ int run(const GenerateArgs& a) {
   using namespace tessera;
   runtime::Sampler sampler(a.sampling);  // validates the options before any loading
   const std::filesystem::path dir(a.model_dir);
-  model::ModelDir md = model::load_model_dir(dir);
-  const auto tok = model::Tokenizer::from_file(dir / "tokenizer.json");
-  const std::vector<int32_t> prompt = tok.encode(a.prompt, true);
+  model::ModelDir md = model::load_model(dir);
+  const auto tok = model::load_tokenizer(dir);
+  const std::vector<int32_t> prompt = tessera::cli::encode_prompt(tok, a.prompt, a.chat, dir);
   if (prompt.empty()) throw_error<UsageError>("the prompt encodes to no tokens");
   const oracle::Oracle oracle(md.config, md.weights);
   oracle::KvCache cache = oracle.new_cache();
@@ -87,7 +88,7 @@ int run(const GenerateArgs& a) {
 tessera::cli::Action setup(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   auto* sub = app.add_subcommand("generate", "Generate text with the CPU FP32 oracle");
-  sub->add_option("-m,--model", args->model_dir, "Hugging Face model directory")
+  sub->add_option("-m,--model", args->model_dir, "Hugging Face model directory or .gguf file")
       ->required();
   sub->add_option("-p,--prompt", args->prompt, "Prompt text")->required();
   sub->add_option("-n,--max-tokens", args->max_tokens, "Tokens to generate at most")
@@ -100,6 +101,8 @@ tessera::cli::Action setup(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--top-p", args->sampling.top_p, "Nucleus mass to keep (1 = all)")
       ->capture_default_str();
+  sub->add_flag("--chat", args->chat,
+                "Send the prompt as a user message in the model's chat template");
   sub->add_flag("--print-ids", args->print_ids, "Also print the generated token ids to stderr");
   return [args] { return run(*args); };
 }

@@ -1,4 +1,5 @@
-// tessera inspect DIR: what a model directory holds, checked as it loads.
+// tessera inspect DIR|GGUF: what a model directory or GGUF file holds, checked as it
+// loads.
 #include <fstream>
 #include <map>
 #include <set>
@@ -8,6 +9,8 @@
 
 #include "command.h"
 #include "tessera/core/error.h"
+#include "tessera/model/chat_template.h"
+#include "tessera/model/gguf_model.h"
 #include "tessera/model/model_dir.h"
 #include "tessera/model/tensor_table.h"
 
@@ -66,9 +69,27 @@ void print_weights(const mdl::ModelDir& m) {
                  s.layer >= 0 ? fmt::format("x {} layers", m.config.num_layers) : "");
 }
 
+// Container facts: what a GGUF stores before dequantization to F32.
+void print_gguf(const mdl::GgufFile& f) {
+  std::map<std::string, std::pair<int, uint64_t>> by_type;  // count, bytes
+  for (const auto& t : f.tensors()) {
+    auto& e = by_type[mdl::ggml_type_info(t.type)->name];
+    ++e.first;
+    e.second += t.nbytes;
+  }
+  std::vector<std::string> parts;
+  for (const auto& [n, e] : by_type) parts.push_back(fmt::format("{} x{} ({} B)", n, e.first, grouped(e.second)));
+  fmt::print("gguf:         v{} alignment={} metadata={} tensors={}: {}\n", f.version(),
+             f.alignment(), f.metadata().size(), f.tensors().size(), fmt::join(parts, ", "));
+}
+
 // Read with nlohmann directly: inspect reports what the file says even when
 // the tokenizer itself would reject it.
 void print_tokenizer(const std::filesystem::path& dir) {
+  if (mdl::is_gguf_file(dir)) {
+    fmt::print("tokenizer:    {}\n", mdl::load_tokenizer(dir).summary());
+    return;
+  }
   auto path = dir / "tokenizer.json";
   std::ifstream in(path);
   if (!in) {
@@ -92,16 +113,31 @@ void print_tokenizer(const std::filesystem::path& dir) {
              fmt::join(added, ", "), pre);
 }
 
+// Reported, not fatal: a model without a known template still inspects.
+void print_chat_template(const std::filesystem::path& p) {
+  try {
+    const auto t = mdl::ChatTemplate::from_model(p);
+    fmt::print("chat:         {}{}\n", t.format_name(),
+               t.default_system() ? fmt::format(" (default system: {:?})", *t.default_system())
+                                  : "");
+  } catch (const tessera::InputError& e) {
+    fmt::print("chat:         none ({})\n", e.what());
+  }
+}
+
 tessera::cli::Action setup(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
-  auto* sub = app.add_subcommand("inspect", "Describe a model directory");
-  sub->add_option("dir", *dir, "Model directory (config.json + safetensors)")->required();
+  auto* sub = app.add_subcommand("inspect", "Describe a model directory or GGUF file");
+  sub->add_option("dir", *dir, "Model directory (config.json + safetensors) or .gguf file")
+      ->required();
   return [dir] {
-    auto m = mdl::load_model_dir(*dir);
+    auto m = mdl::load_model(*dir);
     fmt::print("model:        {}\n", m.path.string());
+    if (mdl::is_gguf_file(*dir)) print_gguf(mdl::GgufFile::open(*dir));
     print_config(m.config);
     print_weights(m);
     print_tokenizer(m.path);
+    print_chat_template(m.path);
     return 0;
   };
 }

@@ -27,6 +27,7 @@ namespace fs = std::filesystem;
 struct RunArgs {
   std::string dir, prompt, bucket = "exact";
   int64_t max_tokens = 64;
+  bool chat = false;
   tessera::runtime::SamplingOptions sampling;
 };
 
@@ -66,7 +67,8 @@ int run(const RunArgs& a) {
   // config.json carries no name (load_config names it after its directory):
   // the deployment's model name is the one its weights were packed under.
   config.name = weights->model;
-  const std::vector<int32_t> prompt = tok.encode(a.prompt, true);
+  const std::vector<int32_t> prompt =
+      cli::encode_prompt(tok, a.prompt, a.chat, a.chat ? cli::deployment_chat_source(dir) : dir);
   if (prompt.empty()) throw_error<UsageError>("run: the prompt encodes to no tokens");
 
   runtime::SessionOptions so;
@@ -112,6 +114,7 @@ tessera::cli::Action setup(CLI::App& app) {
   sub->add_option("--top-p", a->sampling.top_p, "Nucleus mass to keep (1 = all)")->capture_default_str();
   sub->add_option("--seed", a->sampling.seed, "Sampling seed")->capture_default_str();
   sub->add_option("--bucket", a->bucket, "Prefill shapes: exact | pow2")->capture_default_str();
+  sub->add_flag("--chat", a->chat, "Send the prompt as a user message in the model's chat template");
   return [a] { return run(*a); };
 }
 TESSERA_COMMAND("run", setup);

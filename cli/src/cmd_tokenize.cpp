@@ -1,4 +1,4 @@
-// tessera tokenize -m DIR|FILE TEXT        prints the ids, comma-separated
+// tessera tokenize -m DIR|FILE|GGUF TEXT        prints the ids, comma-separated
 // tessera tokenize -m DIR|FILE --decode IDS prints the text of "1,2,3"
 #include <charconv>
 
@@ -6,7 +6,7 @@
 
 #include "command.h"
 #include "tessera/core/error.h"
-#include "tessera/model/tokenizer.h"
+#include "tessera/model/model_dir.h"
 
 namespace {
 
@@ -41,7 +41,7 @@ std::vector<int32_t> parse_ids(const std::string& s) {
 }
 
 int run(const Options& o) {
-  auto tok = tessera::model::Tokenizer::from_file(o.model);
+  auto tok = tessera::model::load_tokenizer(o.model);
   if (!o.decode.empty()) {
     auto ids = parse_ids(o.decode);
     fmt::print("{}\n", tok.decode(ids, o.no_special));
@@ -60,7 +60,7 @@ int run(const Options& o) {
 tessera::cli::Action setup(CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* sub = app.add_subcommand("tokenize", "Encode text to token ids, or decode ids to text");
-  sub->add_option("-m,--model", o->model, "Model directory holding tokenizer.json, or the file")
+  sub->add_option("-m,--model", o->model, "Model directory holding tokenizer.json, the file, or a .gguf")
       ->required();
   sub->add_option("text", o->text, "Text to encode");
   sub->add_option("--decode", o->decode, "Ids to decode, e.g. 1,2,3");

@@ -20,12 +20,12 @@ const std::vector<ArchTraits>& supported_architectures() {
   // sliding_window to 4096. Otherwise its block is the Llama block.
   // (architecture, family, qkv_bias, qk_norm, honours_attention_bias_key,
   //  default_head_dim, default_max_position_embeddings, sliding_window_always,
-  //  default_sliding_window)
+  //  default_sliding_window, gguf_qk_permuted)
   static const std::vector<ArchTraits> table = {
-      {"LlamaForCausalLM", "llama", false, false, true, 0, 2048, false, 0},
-      {"Qwen2ForCausalLM", "qwen2", true, false, false, 0, 32768, false, 0},
-      {"Qwen3ForCausalLM", "qwen3", false, true, true, 128, 32768, false, 0},
-      {"MistralForCausalLM", "mistral", false, false, false, 0, 131072, true, 4096},
+      {"LlamaForCausalLM", "llama", false, false, true, 0, 2048, false, 0, true},
+      {"Qwen2ForCausalLM", "qwen2", true, false, false, 0, 32768, false, 0, false},
+      {"Qwen3ForCausalLM", "qwen3", false, true, true, 128, 32768, false, 0, false},
+      {"MistralForCausalLM", "mistral", false, false, false, 0, 131072, true, 4096, true},
   };
   return table;
 }
@@ -37,6 +37,16 @@ const ArchTraits& arch_traits(const std::string& architecture) {
     names += names.empty() ? t.architecture : ", " + t.architecture;
   }
   throw_error<UnsupportedError>("unsupported architecture '{}' (supported: {})", architecture,
+                                names);
+}
+
+const ArchTraits& arch_traits_for_family(const std::string& family) {
+  std::string names;
+  for (const auto& t : supported_architectures()) {
+    if (t.family == family) return t;
+    names += names.empty() ? t.family : ", " + t.family;
+  }
+  throw_error<UnsupportedError>("unsupported architecture family '{}' (supported: {})", family,
                                 names);
 }
 

@@ -13,27 +13,28 @@ struct RoleRow {
   const char* name;    // role_name()
   const char* suffix;  // HF name after "model.layers.N." (layer roles) or full name
   bool per_layer;
+  const char* gguf;    // llama.cpp name after "blk.N." (layer roles) or full name
 };
 
 // In HF state-dict order; per-layer rows in the order transformers registers them.
 constexpr RoleRow kRoles[] = {
-    {WeightRole::embed_tokens, "embed_tokens", "model.embed_tokens.weight", false},
-    {WeightRole::attn_norm, "attn_norm", "input_layernorm.weight", true},
-    {WeightRole::q_proj, "q_proj", "self_attn.q_proj.weight", true},
-    {WeightRole::q_bias, "q_bias", "self_attn.q_proj.bias", true},
-    {WeightRole::k_proj, "k_proj", "self_attn.k_proj.weight", true},
-    {WeightRole::k_bias, "k_bias", "self_attn.k_proj.bias", true},
-    {WeightRole::v_proj, "v_proj", "self_attn.v_proj.weight", true},
-    {WeightRole::v_bias, "v_bias", "self_attn.v_proj.bias", true},
-    {WeightRole::o_proj, "o_proj", "self_attn.o_proj.weight", true},
-    {WeightRole::q_norm, "q_norm", "self_attn.q_norm.weight", true},
-    {WeightRole::k_norm, "k_norm", "self_attn.k_norm.weight", true},
-    {WeightRole::ffn_norm, "ffn_norm", "post_attention_layernorm.weight", true},
-    {WeightRole::gate_proj, "gate_proj", "mlp.gate_proj.weight", true},
-    {WeightRole::up_proj, "up_proj", "mlp.up_proj.weight", true},
-    {WeightRole::down_proj, "down_proj", "mlp.down_proj.weight", true},
-    {WeightRole::final_norm, "final_norm", "model.norm.weight", false},
-    {WeightRole::lm_head, "lm_head", "lm_head.weight", false},
+    {WeightRole::embed_tokens, "embed_tokens", "model.embed_tokens.weight", false, "token_embd.weight"},
+    {WeightRole::attn_norm, "attn_norm", "input_layernorm.weight", true, "attn_norm.weight"},
+    {WeightRole::q_proj, "q_proj", "self_attn.q_proj.weight", true, "attn_q.weight"},
+    {WeightRole::q_bias, "q_bias", "self_attn.q_proj.bias", true, "attn_q.bias"},
+    {WeightRole::k_proj, "k_proj", "self_attn.k_proj.weight", true, "attn_k.weight"},
+    {WeightRole::k_bias, "k_bias", "self_attn.k_proj.bias", true, "attn_k.bias"},
+    {WeightRole::v_proj, "v_proj", "self_attn.v_proj.weight", true, "attn_v.weight"},
+    {WeightRole::v_bias, "v_bias", "self_attn.v_proj.bias", true, "attn_v.bias"},
+    {WeightRole::o_proj, "o_proj", "self_attn.o_proj.weight", true, "attn_output.weight"},
+    {WeightRole::q_norm, "q_norm", "self_attn.q_norm.weight", true, "attn_q_norm.weight"},
+    {WeightRole::k_norm, "k_norm", "self_attn.k_norm.weight", true, "attn_k_norm.weight"},
+    {WeightRole::ffn_norm, "ffn_norm", "post_attention_layernorm.weight", true, "ffn_norm.weight"},
+    {WeightRole::gate_proj, "gate_proj", "mlp.gate_proj.weight", true, "ffn_gate.weight"},
+    {WeightRole::up_proj, "up_proj", "mlp.up_proj.weight", true, "ffn_up.weight"},
+    {WeightRole::down_proj, "down_proj", "mlp.down_proj.weight", true, "ffn_down.weight"},
+    {WeightRole::final_norm, "final_norm", "model.norm.weight", false, "output_norm.weight"},
+    {WeightRole::lm_head, "lm_head", "lm_head.weight", false, "output.weight"},
 };
 
 const RoleRow& row(WeightRole r) {
@@ -83,9 +84,15 @@ std::string full_name(const RoleRow& x, int layer) {
   return x.per_layer ? fmt::format("model.layers.{}.{}", layer, x.suffix) : x.suffix;
 }
 
+std::string full_gguf_name(const RoleRow& x, int layer) {
+  return x.per_layer ? fmt::format("blk.{}.{}", layer, x.gguf) : x.gguf;
+}
+
 }  // namespace
 
 const char* role_name(WeightRole r) { return row(r).name; }
+
+std::string gguf_tensor_name(const TensorSpec& s) { return full_gguf_name(row(s.role), s.layer); }
 
 std::vector<TensorSpec> tensor_specs(const ModelConfig& c) {
   std::vector<TensorSpec> out;

@@ -39,12 +39,17 @@ struct ArchTraits {
   // whenever it is not null, and MistralConfig defaults it to 4096 when absent.
   bool sliding_window_always = false;
   int64_t default_sliding_window = 0;  // 0: none
+  // llama.cpp's converter stores this family's q/k rows permuted (interleaved
+  // rope pairs); the GGUF loader undoes it so tensors have HF's layout.
+  bool gguf_qk_permuted = false;
   bool operator==(const ArchTraits&) const = default;
 };
 
 const std::vector<ArchTraits>& supported_architectures();
 // Throws UnsupportedError naming `architecture` and listing the supported ones.
 const ArchTraits& arch_traits(const std::string& architecture);
+// By family ("llama", "qwen2", "qwen3": GGUF's general.architecture).
+const ArchTraits& arch_traits_for_family(const std::string& family);
 
 struct ModelConfig {
   std::string name;  // preset name or directory name, for messages

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "tessera/model/config.h"
+#include "tessera/model/tokenizer.h"
 #include "tessera/model/weights.h"
 
 namespace tessera::model {
@@ -20,5 +21,12 @@ struct ModelDir {
 // accepted and ignored, as transformers does. FileError names a missing
 // directory or file.
 ModelDir load_model_dir(const std::filesystem::path& dir);
+
+// A model given as either an HF directory or a .gguf file (recognised by its
+// magic): what every `-m` option accepts. GGUF weights are dequantized to F32.
+ModelDir load_model(const std::filesystem::path& dir_or_gguf);
+// Its tokenizer: DIR/tokenizer.json, a tokenizer.json file itself, or a GGUF's
+// tokenizer.ggml.* metadata.
+Tokenizer load_tokenizer(const std::filesystem::path& dir_or_file);
 
 }  // namespace tessera::model

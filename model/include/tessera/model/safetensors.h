@@ -44,7 +44,7 @@ struct SafetensorsHeader {
 SafetensorsHeader parse_safetensors_header(std::string_view json_text, uint64_t data_size,
                                            const std::string& file);
 
-class MappedFile;  // RAII read-only mmap (safetensors_read.cpp)
+class MappedFile;  // RAII read-only mmap (src/mapped_file.h)
 
 class SafetensorsFile {
  public:

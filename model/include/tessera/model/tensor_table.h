@@ -41,6 +41,8 @@ struct TensorSpec {
 
 const char* role_name(WeightRole r);  // "q_proj", ...
 std::vector<TensorSpec> tensor_specs(const ModelConfig& c);
+// llama.cpp's name for the same tensor in a GGUF file ("blk.3.attn_q.weight").
+std::string gguf_tensor_name(const TensorSpec& s);
 // Name of one tensor (throws InternalError if the role does not exist in c).
 std::string tensor_name(const ModelConfig& c, WeightRole role, int layer = -1);
 

@@ -1,0 +1,89 @@
+// The oracle on the default real model, SmolLM2-135M-Instruct Q4_1 GGUF read by
+// tessera's own GGUF loader, against transformers reading the same file
+// (tests/data/gguf/smollm2_reference.*, made by
+// tools/reference/make_smollm2_fixtures.py): the same prompt ids, last-position
+// logits within the oracle's tolerance (1e-4 of the row's logit range, as for
+// every oracle fixture), and the same 16 greedy tokens through the KV cache
+// wherever the fixture's own top-2 gap is wider than that tolerance allows to
+// flip. Skipped when scripts/fetch-models has not been run.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tessera/model/model_dir.h"
+#include "tessera/model/safetensors.h"
+#include "tessera/oracle/oracle.h"
+
+namespace tessera::oracle {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kModel = fs::path(TESSERA_SOURCE_DIR) / "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+const fs::path kData = fs::path(TESSERA_TEST_DATA) / "gguf";
+constexpr double kLogitTol = 1e-4;  // of the logit range of the row (issue 2)
+
+TEST(SmolLM2Gguf, OracleMatchesTransformers) {
+  if (!fs::exists(kModel)) GTEST_SKIP() << kModel << " is absent: run scripts/fetch-models";
+  std::ifstream f(kData / "smollm2_reference.json");
+  const auto ref = nlohmann::json::parse(f);
+  const model::Weights want_logits = model::load_safetensors(kData / "smollm2_reference.safetensors");
+  const Tensor& last = want_logits.get("last_logits");
+
+  const model::ModelDir m = model::load_model(kModel);
+  ASSERT_EQ(m.config.num_layers, 30);
+  ASSERT_EQ(m.config.hidden_size, 576);
+  ASSERT_EQ(m.config.num_heads, 9);
+  ASSERT_EQ(m.config.num_kv_heads, 3);
+  ASSERT_EQ(m.config.vocab_size, 49152);
+  ASSERT_TRUE(m.config.tie_word_embeddings);
+  const model::Tokenizer tok = model::load_tokenizer(kModel);
+  const Oracle oracle(m.config, m.weights);
+  const int64_t V = m.config.vocab_size;
+
+  const auto& prompts = ref.at("prompts");
+  ASSERT_EQ(last.dim(0), static_cast<int64_t>(prompts.size()));
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const auto& e = prompts[p];
+    const auto ids = e.at("prompt_ids").get<std::vector<int32_t>>();
+    EXPECT_EQ(tok.encode(e.at("text").get<std::string>(), true), ids) << "prompt " << p;
+
+    KvCache cache = oracle.new_cache();
+    Tensor logits = oracle.forward(ids, cache);
+    const float* want = last.as<float>().data() + p * static_cast<size_t>(V);
+    const float* got = logits.as<float>().data();
+    const auto [lo, hi] = std::minmax_element(want, want + V);
+    const double range = *hi - *lo;
+    double worst = 0;
+    for (int64_t i = 0; i < V; ++i) worst = std::max(worst, std::abs(double{got[i]} - want[i]));
+    RecordProperty(fmt::format("prompt{}_worst_logit_error_of_range", p),
+                   fmt::format("{:.3e}", worst / range));
+    EXPECT_LE(worst, kLogitTol * range) << "prompt " << p << ": worst logit error " << worst
+                                        << " of range " << range;
+
+    // Greedy through the KV cache; a fixture step whose top-2 gap is within
+    // twice the tolerance may legitimately flip, and after it the sequences
+    // need not agree.
+    const auto greedy = e.at("greedy_ids").get<std::vector<int32_t>>();
+    const auto gaps = e.at("top2_gaps").get<std::vector<double>>();
+    for (size_t s = 0; s < greedy.size(); ++s) {
+      const auto next = static_cast<int32_t>(
+          std::max_element(logits.as<float>().begin(), logits.as<float>().end()) -
+          logits.as<float>().begin());
+      if (gaps[s] <= 2 * kLogitTol * range) {
+        RecordProperty(fmt::format("prompt{}_near_tie_step", p), static_cast<int>(s));
+        break;
+      }
+      ASSERT_EQ(next, greedy[s]) << "prompt " << p << " step " << s << " (fixture gap "
+                                 << gaps[s] << ")";
+      logits = oracle.forward(std::span(&next, 1), cache);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera::oracle
