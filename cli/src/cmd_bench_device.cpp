@@ -1,6 +1,7 @@
 // tessera bench-device: the three reference designs on the timing model next to
 // the published measurements (hardware.md), a reduced-size functional run of
 // each on the simulator, and optionally a calibration written as a spec JSON.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -74,9 +75,11 @@ nlohmann::json calibrate_llama(const DeviceSpec& start, const Options& o) {
   const tc::LlamaFigures figs(start);
   tc::FitResult r = tc::fit(figs, start);
   r.spec.name = "xdna2-calibrated";
+  const auto fitted = std::count_if(figs.figures().begin(), figs.figures().end(),
+                                    [](const auto& f) { return f.fitted; });
   r.spec.calibration = fmt::format(
       "fit to {} published Llama-3.2-1B figures (docs/calibration.md), sum of squared log "
-      "errors {:.3f}", figs.figures().size(), r.loss_after);
+      "errors {:.3f}", fitted, r.loss_after);
   r.spec.constrained_kernels = figs.kernels();
   write_file(o.calibrate_out, r.spec.to_json().dump(2) + "\n");
   const auto loo = o.leave_one_out ? tc::leave_one_out(figs, r.spec) : std::vector<tc::LeaveOneOut>{};
