@@ -1,6 +1,7 @@
 // tessera bench-device: the three reference designs on the timing model next to
 // the published measurements (hardware.md), a reduced-size functional run of
 // each on the simulator, and optionally a calibration written as a spec JSON.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -10,6 +11,7 @@
 
 #include "cli_common.h"
 #include "command.h"
+#include "tessera/compiler/calibration.h"
 #include "tessera/core/error.h"
 #include "tessera/npu/designs.h"
 #include "tessera/npu/device_spec.h"
@@ -25,6 +27,8 @@ struct Options {
   bool json = false;
   bool skip_sim = false;
   std::string calibrate_out;
+  bool llama = false;
+  bool leave_one_out = true;
   std::string trace_dir;
 };
 
@@ -49,6 +53,66 @@ nlohmann::json predictions_json(const std::vector<Prediction>& ps) {
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   if (!out || !(out << text)) tessera::throw_error<tessera::FileError>("cannot write '{}'", path);
+}
+
+void print_figures(const tessera::compiler::LlamaFigures& figs, const DeviceSpec& before,
+                   const DeviceSpec& after) {
+  fmt::print("{:<50} {:>10} {:>10} {:>8} {:<9} {:>10} {:>8} {}\n", "figure", "published",
+             before.name, "error", "bound", after.name, "error", "bound");
+  for (const auto& f : figs.figures()) {
+    auto b = f(before), a = f(after);
+    fmt::print("{:<50} {:>10.4g} {:>10.4g} {:>+7.1f}% {:<9} {:>10.4g} {:>+7.1f}% {}{}\n", f.name,
+               f.published_seconds * 1e3, b.seconds * 1e3, (b.seconds / f.published_seconds - 1) * 100,
+               b.bound, a.seconds * 1e3, (a.seconds / f.published_seconds - 1) * 100, a.bound,
+               f.fitted ? "" : "  (not fitted)");
+  }
+}
+
+// The Llama-3.2-1B calibration (compiler/calibration.h): fit, leave-one-out,
+// and the spec written to o.calibrate_out.
+nlohmann::json calibrate_llama(const DeviceSpec& start, const Options& o) {
+  namespace tc = tessera::compiler;
+  const tc::LlamaFigures figs(start);
+  tc::FitResult r = tc::fit(figs, start);
+  r.spec.name = "xdna2-calibrated";
+  const auto fitted = std::count_if(figs.figures().begin(), figs.figures().end(),
+                                    [](const auto& f) { return f.fitted; });
+  r.spec.calibration = fmt::format(
+      "fit to {} published Llama-3.2-1B figures (docs/calibration.md), sum of squared log "
+      "errors {:.3f}", fitted, r.loss_after);
+  r.spec.constrained_kernels = figs.kernels();
+  write_file(o.calibrate_out, r.spec.to_json().dump(2) + "\n");
+  const auto loo = o.leave_one_out ? tc::leave_one_out(figs, r.spec) : std::vector<tc::LeaveOneOut>{};
+  nlohmann::json j = {{"loss_before", r.loss_before}, {"loss_after", r.loss_after},
+                      {"spec", r.spec.to_json()}, {"figures", nlohmann::json::array()},
+                      {"leave_one_out", nlohmann::json::array()}, {"notes", figs.notes()}};
+  for (const auto& f : figs.figures()) {
+    auto a = f(r.spec);
+    j["figures"].push_back({{"name", f.name}, {"group", f.group}, {"config", f.config},
+                            {"published_seconds", f.published_seconds},
+                            {"predicted_seconds", a.seconds}, {"bound", a.bound},
+                            {"fitted", f.fitted}});
+  }
+  for (const auto& l : loo)
+    j["leave_one_out"].push_back({{"name", l.figure}, {"published_seconds", l.published},
+                                  {"predicted_seconds", l.predicted}});
+  if (o.json) return j;
+  fmt::print("\nLlama-3.2-1B calibration from {} (sum of squared log errors {:.4f} -> {:.4f}), "
+             "written to {}\ntimes in ms:\n", start.name, r.loss_before, r.loss_after,
+             o.calibrate_out);
+  print_figures(figs, start, r.spec);
+  fmt::print("\nfitted fields (published range):\n");
+  for (const auto& name : tc::fitted_fields())
+    for (const auto& f : field_sources(start.family))
+      if (f.field == name)
+        fmt::print("  {:<28} {:>12.4g}  [{:.4g}, {:.4g}]  {}\n", name,
+                   r.spec.to_json().flatten().value("/" + name, 0.0), f.min, f.max, f.source);
+  fmt::print("\nleave one out (fit without the figure, predict it), ms:\n");
+  for (const auto& l : loo)
+    fmt::print("  {:<50} {:>10.4g} {:>10.4g} {:>+7.1f}%\n", l.figure, l.published * 1e3,
+               l.predicted * 1e3, (l.predicted / l.published - 1) * 100);
+  for (const auto& n : figs.notes()) fmt::print("note: {}\n", n);
+  return j;
 }
 
 int run(const Options& o) {
@@ -84,17 +148,22 @@ int run(const Options& o) {
       if (!c.pass)
         tessera::throw_error<tessera::GateError>("{} does not match its reference", c.design);
   }
-  if (!o.calibrate_out.empty()) {
-    Calibration cal = calibrate(spec, benches, registry);
-    write_file(o.calibrate_out, cal.spec.to_json().dump(2) + "\n");
-    out["calibration"] = {{"loss_before", cal.loss_before}, {"loss_after", cal.loss_after},
-                          {"after", predictions_json(cal.after)}, {"spec", cal.spec.to_json()}};
+  if (o.llama && o.calibrate_out.empty()) {
+    const tessera::compiler::LlamaFigures figs(spec);
     if (!o.json) {
-      fmt::print("\ncalibration (sum of squared log errors {:.4f} -> {:.4f}), written to {}\n",
-                 cal.loss_before, cal.loss_after, o.calibrate_out);
-      print_predictions(fmt::format("timing model, spec {}:", cal.spec.name), cal.after);
+      fmt::print("\npublished Llama-3.2-1B figures on {} (calibration: {}), ms:\n", spec.name,
+                 spec.calibration);
+      print_figures(figs, spec, spec);
     }
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& f : figs.figures()) {
+      auto p = f(spec);
+      a.push_back({{"name", f.name}, {"group", f.group}, {"published_seconds", f.published_seconds},
+                   {"predicted_seconds", p.seconds}, {"bound", p.bound}});
+    }
+    out["llama_figures"] = a;
   }
+  if (!o.calibrate_out.empty()) out["calibration"] = calibrate_llama(spec, o);
   if (o.json) fmt::print("{}\n", out.dump(2));
   return 0;
 }
@@ -109,7 +178,11 @@ tessera::cli::Action setup(CLI::App& app) {
   sub->add_flag("--json", o->json, "Print one JSON document instead of tables");
   sub->add_flag("--no-sim", o->skip_sim, "Skip the reduced-size simulator runs");
   sub->add_option("--calibrate", o->calibrate_out,
-                  "Fit the calibratable fields to the published figures; write the spec JSON here");
+                  "Fit the physical fields to the published Llama-3.2-1B figures (start from --spec, e.g. "
+                  "xdna2-sourced); write the spec JSON here");
+  sub->add_flag("--llama", o->llama,
+                "Predict the published Llama-3.2-1B figures (registry, per-dispatch, end to end)");
+  sub->add_flag("!--no-leave-one-out", o->leave_one_out, "With --calibrate: skip the leave-one-out fits");
   sub->add_option("--trace-dir", o->trace_dir,
                   "Write a Chrome/Perfetto trace per benchmark into this directory")
       ->check(CLI::ExistingDirectory);

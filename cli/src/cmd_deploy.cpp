@@ -62,6 +62,8 @@ int run(const DeployArgs& a) {
   if (a.json) {
     std::printf("%s\n", rep.to_json().dump(2).c_str());
   } else {
+    // Every predicted time below comes from this spec and calibration.
+    std::printf("spec %s (calibration: %s)\n", o.spec.name.c_str(), o.spec.calibration.c_str());
     for (const auto& p : rep.phases) std::printf("%s\n", phase_line(p).c_str());
   }
   if (!rep.passed()) throw_error<GateError>("deploy: {} failed {}", rep.model, rep.failure());
@@ -84,7 +86,7 @@ tessera::cli::Action setup(CLI::App& app) {
   sub->add_option("--tokens", a->tokens, "Greedy tokens checked in phase 6")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
-  sub->add_option("--spec", a->spec, "Device: xdna2 | xdna1 | spec JSON file")->capture_default_str();
+  sub->add_option("--spec", a->spec, "Device: xdna2 (calibrated) | xdna2-sourced | xdna1 | spec JSON file")->capture_default_str();
   sub->add_option("--seed", a->seed, "Seed of the gate prompt and synthetic weights")->capture_default_str();
   sub->add_option("--until", a->until, "Stop after this phase (0, 1, 2, 3, 6)")
       ->capture_default_str()

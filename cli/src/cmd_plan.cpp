@@ -4,6 +4,7 @@
 // config.json is enough).
 #include <algorithm>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include "cli_common.h"
 #include "command.h"
 #include "tessera/compiler/plan.h"
+#include "tessera/compiler/style_published.h"
 #include "tessera/core/error.h"
 #include "tessera/model/config.h"
 #include "tessera/npu/device_spec.h"
@@ -71,14 +73,97 @@ nlohmann::json summary_json(const PlanArgs& a, const compiler::Plan& pre,
   return j;
 }
 
+// Kernels the plan calls that no calibration figure exercised on this spec.
+std::vector<std::string> unconstrained(const std::vector<const npu::Design*>& designs,
+                                       const npu::DeviceSpec& spec) {
+  std::set<std::string> used;
+  for (const npu::Design* d : designs)
+    for (auto& k : npu::called_kernels(*d)) used.insert(k);
+  std::vector<std::string> out;
+  for (const auto& k : used)
+    if (std::find(spec.constrained_kernels.begin(), spec.constrained_kernels.end(), k) ==
+        spec.constrained_kernels.end())
+      out.push_back(k);
+  return out;
+}
+
+// Spec, calibration, bounds and the prediction's distance to them.
+void add_context(nlohmann::json& j, const npu::DeviceSpec& spec, const compiler::ModelBounds& b,
+                 const std::vector<std::string>& free_kernels) {
+  j["spec"] = spec.name;
+  j["calibration"] = spec.calibration;
+  j["prefill_bound_seconds"] = b.prefill_bound_seconds;
+  j["prefill_flops"] = b.prefill_flops;
+  j["decode_bound_seconds_per_token"] = b.decode_bound_seconds_per_token;
+  j["decode_weight_bytes"] = b.decode_weight_bytes;
+  j["unconstrained_kernels"] = free_kernels;
+}
+
+void print_context(const npu::DeviceSpec& spec, const compiler::ModelBounds& b, double prefill,
+                   double decode, const std::vector<std::string>& free_kernels) {
+  fmt::print("  spec {} (calibration: {})\n", spec.name, spec.calibration);
+  fmt::print("  physical bounds: prefill {:.4g} ms (FLOPs / peak MAC rate, {:.3g}x above it), "
+             "decode {:.4g} ms per token (weight bytes / DDR, {:.3g}x above it)\n",
+             b.prefill_bound_seconds * 1e3, prefill / b.prefill_bound_seconds,
+             b.decode_bound_seconds_per_token * 1e3, decode / b.decode_bound_seconds_per_token);
+  if (!free_kernels.empty()) {
+    std::string names;
+    for (const auto& k : free_kernels) names += (names.empty() ? "" : ", ") + k;
+    fmt::print("  unconstrained kernels (no calibration figure exercises them): {}\n", names);
+  }
+}
+
+int run_published(const PlanArgs& a, const model::ModelConfig& config, compiler::DesignCache& cache) {
+  const auto style = compiler::parse_published_style(a.style);
+  const npu::DeviceSpec& spec = cache.spec();
+  const int64_t ctx = a.context > 0 ? a.context
+                                    : std::min<int64_t>(config.max_position_embeddings, 4096);
+  const int64_t at = a.decode_at >= 0 ? a.decode_at : std::min(std::max<int64_t>(a.seq, 2048), ctx - 1);
+  const compiler::StylePlan p = compiler::plan_published(config, style, a.seq, at, cache);
+  const double pre = compiler::StylePlan::seconds(p.prefill, spec);
+  const double dec = compiler::StylePlan::seconds(p.decode, spec);
+  const compiler::ModelBounds b = compiler::model_bounds(config, a.seq, spec);
+  std::vector<const npu::Design*> designs;
+  for (const auto* steps : {&p.prefill, &p.decode})
+    for (const auto& st : *steps)
+      for (const auto& l : st.launches) designs.push_back(&l.op->design);
+  const auto free_kernels = unconstrained(designs, spec);
+  if (a.json) {
+    nlohmann::json j = {{"preset", p.model},
+                        {"style", a.style},
+                        {"seq", a.seq},
+                        {"padded_seq", p.seq},
+                        {"decode_at", p.decode_at},
+                        {"prefill_seconds", pre},
+                        {"prefill_tokens_per_second", a.seq / pre},
+                        {"decode_seconds_per_token", dec},
+                        {"decode_tokens_per_second", 1.0 / dec},
+                        {"dispatches_per_layer_prefill", p.dispatches_per_layer(p.prefill)},
+                        {"dispatches_per_layer_decode", p.dispatches_per_layer(p.decode)},
+                        {"plan", p.to_json(spec)}};
+    add_context(j, spec, b, free_kernels);
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("{}", p.dump(spec));
+  fmt::print("summary {} style={} spec={}\n", p.model, a.style, spec.name);
+  fmt::print("  prefill S={} (run as {} rows): {:.4g} ms, {} dispatches per layer\n", a.seq, p.seq,
+             pre * 1e3, p.dispatches_per_layer(p.prefill));
+  fmt::print("  decode P={}: {:.4g} ms per token ({:.4g} tok/s), {} dispatches per layer\n",
+             p.decode_at, dec * 1e3, 1.0 / dec, p.dispatches_per_layer(p.decode));
+  print_context(spec, b, pre, dec, free_kernels);
+  return 0;
+}
+
 int run_plan(const PlanArgs& a) {
   if (a.model_dir.empty() == a.preset.empty())
     throw_error<UsageError>("plan: give exactly one of -m DIR or --preset NAME");
-  const compiler::PlanStyle style = compiler::parse_plan_style(a.style);
   const model::ModelConfig config = a.preset.empty()
                                         ? model::load_config(a.model_dir + "/config.json")
                                         : model::preset(a.preset);
   compiler::DesignCache cache(tessera::cli::spec_from_arg(a.spec));
+  if (compiler::is_published_style(a.style)) return run_published(a, config, cache);
+  const compiler::PlanStyle style = compiler::parse_plan_style(a.style);
   compiler::PlanOptions opts;
   opts.style = style;
   opts.context = a.context;
@@ -86,8 +171,17 @@ int run_plan(const PlanArgs& a) {
   // Decode right after the prompt by default; one position must stay free.
   const int64_t at = a.decode_at >= 0 ? a.decode_at : std::min(a.seq, pre.context - 1);
   const compiler::Plan dec = compiler::lower(config, 1, at, cache, opts);
+  const npu::DeviceSpec& spec = cache.spec();
+  const compiler::ModelBounds b = compiler::model_bounds(config, a.seq, spec);
+  std::vector<const npu::Design*> designs;
+  for (const auto* p : {&pre, &dec})
+    for (const auto& st : p->steps)
+      if (st.op) designs.push_back(&st.op->design);
+  const auto free_kernels = unconstrained(designs, spec);
   if (a.json) {
-    fmt::print("{}\n", summary_json(a, pre, dec).dump(2));
+    nlohmann::json j = summary_json(a, pre, dec);
+    add_context(j, spec, b, free_kernels);
+    fmt::print("{}\n", j.dump(2));
     return 0;
   }
   fmt::print("{}\n{}\n", pre.dump(), dec.dump());
@@ -99,6 +193,7 @@ int run_plan(const PlanArgs& a) {
   fmt::print("  decode P={}: {:.4g} ms per token ({:.4g} tok/s), {} dispatches, {} per layer\n",
              dec.past, dec.predicted_seconds() * 1e3, 1.0 / dec.predicted_seconds(),
              dec.dispatches(), dec.dispatches_per_layer());
+  print_context(spec, b, pre.predicted_seconds(), dec.predicted_seconds(), free_kernels);
   return 0;
 }
 
@@ -108,7 +203,7 @@ cli::Action setup(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
   cmd->add_option("-m,--model", a->model_dir, "Model directory (config.json is enough)");
   cmd->add_option("--preset", a->preset, "Built-in preset");
-  cmd->add_option("--style", a->style, "Lowering: per-op | default")->capture_default_str();
+  cmd->add_option("--style", a->style, "Lowering: per-op | default | iron | mlir-air")->capture_default_str();
   cmd->add_option("--seq", a->seq, "Prefill length S")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
@@ -117,7 +212,7 @@ cli::Action setup(CLI::App& app) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   cmd->add_option("--decode-at", a->decode_at, "Decode position P (default: --seq)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  cmd->add_option("--spec", a->spec, "Device: xdna2 | xdna1 | spec JSON file")->capture_default_str();
+  cmd->add_option("--spec", a->spec, "Device: xdna2 (calibrated) | xdna2-sourced | xdna1 | spec JSON file")->capture_default_str();
   cmd->add_flag("--json", a->json, "Print one JSON object instead of the text plan");
   return [a, cmd] {
     if (!cmd->parsed()) return 0;

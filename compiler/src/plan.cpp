@@ -18,7 +18,7 @@ namespace tessera::compiler {
 PlanStyle parse_plan_style(std::string_view name) {
   if (name == "per-op") return PlanStyle::per_op;
   if (name == "default") return PlanStyle::standard;
-  throw_error<UsageError>("unknown plan style '{}' (styles: per-op, default)", name);
+  throw_error<UsageError>("unknown plan style '{}' (styles: per-op, default, iron, mlir-air)", name);
 }
 
 const char* plan_style_name(PlanStyle s) {

@@ -27,11 +27,11 @@ void run(const npu::KernelInvocation& inv) {
 
 // Vector unit: q.k and p.v as lane-wide MACs over group * kv_rows * head_dim
 // each, softmax 6 ops per score vector, per-head folds.
-int64_t cycles(const npu::KernelParams& p, const npu::DeviceSpec& s) {
+Cost cycles(const npu::KernelParams& p, const npu::DeviceSpec& s) {
   AttnBlock b = decode_params(p);
   const int64_t work = b.group * b.kv_rows;
-  return 2 * vector_cycles(work * b.head_dim, 1, s) + vector_cycles(work, 6, s) +
-         b.group * kRowCycles;
+  return 2.0 * vector_cycles(work * b.head_dim, 1, s) + vector_cycles(work, kSoftmaxOps, s) +
+         fixed_cycles(b.group * kRowCycles);
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ std::vector<TileKernel> embedding_kernels() {
       // decides the real count, the static model cannot see it).
       [](const npu::KernelParams& p, const npu::DeviceSpec& s) {
         EmbeddingBlock b = params_of(p);
-        return b.count * (4 + copy_cycles(2 * b.hidden, s));
+        return static_cast<double>(b.count) * (fixed_cycles(4) + copy_cycles(2 * b.hidden, s));
       },
       [](const npu::KernelParams& p) {
         EmbeddingBlock b = params_of(p);

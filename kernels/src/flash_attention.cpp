@@ -154,12 +154,12 @@ void run_block(const npu::KernelInvocation& inv) {
 // Matrix unit for q k^T and p v over the whole block (a diagonal block pays in
 // full: the mmul granules do not skip masked entries), vector unit for the
 // online softmax (6 ops per score vector) and the o rescale (1 op per vector).
-int64_t block_cycles(const npu::KernelParams& p, const npu::DeviceSpec& s) {
+Cost block_cycles(const npu::KernelParams& p, const npu::DeviceSpec& s) {
   AttnBlock b = attn_block_params(p, kBlock, true);
   const int64_t rows = b.q_rows * b.group;
-  const int64_t macs = 2 * round_up(rows, 4) * round_up(b.kv_rows, 8) * round_up(b.head_dim, 8);
-  return mmul_cycles(macs, s) + rows * (vector_cycles(b.kv_rows, 6, s) +
-                                        vector_cycles(b.head_dim, 1, s) + kRowCycles);
+  return mmul_cycles(rows, b.head_dim, b.kv_rows, s) + mmul_cycles(rows, b.kv_rows, b.head_dim, s) +
+         static_cast<double>(rows) * (vector_cycles(b.kv_rows, kSoftmaxOps, s) +
+                                      vector_cycles(b.head_dim, 1, s) + fixed_cycles(kRowCycles));
 }
 
 struct StateDims {
@@ -178,7 +178,7 @@ TileKernel state_kernel(const char* name, RunFn run, int64_t ops, int64_t row_cy
       name, std::move(run),
       [=](const npu::KernelParams& p, const npu::DeviceSpec& s) {
         auto [rows, d] = state_dims(p, name);
-        return rows * (vector_cycles(d, ops, s) + row_cycles);
+        return static_cast<double>(rows) * (vector_cycles(d, ops, s) + fixed_cycles(row_cycles));
       },
       [=](const npu::KernelParams& p) {
         auto [rows, d] = state_dims(p, name);

@@ -1,6 +1,7 @@
 #include "tessera/kernels/gemm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "scratch.h"
@@ -57,9 +58,8 @@ int64_t gemm_l1_bytes(const GemmDims& d, bool fused) {
   return ab + 4 * d.m * d.n + (fused ? 2 * d.m * d.n : 0);
 }
 
-int64_t gemm_cycles(const GemmDims& d, const npu::DeviceSpec& spec) {
-  int64_t macs = round_up(d.m, 4) * round_up(d.k, 8) * round_up(d.n, 4);
-  return kCallOverheadCycles + mmul_cycles(macs, spec);
+Cost gemm_cycles(const GemmDims& d, const npu::DeviceSpec& spec) {
+  return Cost{0, 0, spec.core_call_overhead_cycles} + mmul_cycles(d.m, d.k, d.n, spec);
 }
 
 namespace {
@@ -88,8 +88,11 @@ TileKernel gemm_step_kernel(const char* name, bool accumulate) {
     auto* acc = arg_ptr<float>(inv, 2, d.m * d.n, name, "acc");
     gemm_block(a, b, acc, d, accumulate);
   };
-  def.cycles = [name](const npu::KernelParams& p, const npu::DeviceSpec& s) {
+  def.cost = [name](const npu::KernelParams& p, const npu::DeviceSpec& s) {
     return gemm_cycles(dims_of(p, name), s);
+  };
+  def.cycles = [cost = def.cost](const npu::KernelParams& p, const npu::DeviceSpec& s) {
+    return std::llround(cost(p, s).total());
   };
   def.macs = [name](const npu::KernelParams& p) {
     GemmDims d = dims_of(p, name);
@@ -124,8 +127,11 @@ TileKernel gemm_finalize_kernel() {
                   arg_ptr<bf16>(inv, 1, count, name, "c"), count);
   };
   // One srs (fp32 -> bf16 shift-round-saturate) per vector.
-  def.cycles = [](const npu::KernelParams& p, const npu::DeviceSpec& s) {
-    return kCallOverheadCycles + vector_cycles(param_int(p, "count", name), 1, s);
+  def.cost = [](const npu::KernelParams& p, const npu::DeviceSpec& s) {
+    return Cost{0, 0, s.core_call_overhead_cycles} + vector_cycles(param_int(p, "count", name), 1, s);
+  };
+  def.cycles = [cost = def.cost](const npu::KernelParams& p, const npu::DeviceSpec& s) {
+    return std::llround(cost(p, s).total());
   };
   def.macs = [](const npu::KernelParams&) { return int64_t{0}; };
   return {def, [](const npu::KernelParams& p) { return 6 * param_int(p, "count", name); }};

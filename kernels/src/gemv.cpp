@@ -21,9 +21,9 @@ int64_t gemv_l1_bytes(int64_t n, int64_t k, bool fused) {
   return 2 * (n * k + k) + (fused ? 2 : 4) * n;
 }
 
-int64_t gemv_cycles(int64_t n, int64_t k, const npu::DeviceSpec& spec) {
+Cost gemv_cycles(int64_t n, int64_t k, const npu::DeviceSpec& spec) {
   int64_t fold = std::bit_width(static_cast<uint64_t>(spec.vector_lanes_bf16));
-  return n * (vector_cycles(k, 1, spec) + fold);
+  return static_cast<double>(n) * (vector_cycles(k, 1, spec) + fixed_cycles(fold));
 }
 
 namespace {

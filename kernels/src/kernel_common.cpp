@@ -1,5 +1,6 @@
 #include "tessera/kernels/kernel_common.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -71,18 +72,33 @@ std::byte* arg_bytes(const npu::KernelInvocation& inv, size_t i, int64_t bytes, 
   return s.data();
 }
 
-int64_t vector_cycles(int64_t elements, int64_t ops, const npu::DeviceSpec& spec) {
-  int64_t lanes = spec.vector_lanes_bf16;
-  return (elements + lanes - 1) / lanes * ops;
+Cost vector_cycles(int64_t elements, double ops, const npu::DeviceSpec& spec) {
+  const int64_t lanes = spec.vector_lanes_bf16;
+  const double rate = std::min<double>(spec.vector_lanes_per_cycle, static_cast<double>(lanes));
+  return {0, static_cast<double>(round_up(elements, lanes)) * ops / rate, 0};
 }
 
-int64_t mmul_cycles(int64_t macs, const npu::DeviceSpec& spec) {
-  return static_cast<int64_t>(std::ceil(static_cast<double>(macs) / spec.macs_per_cycle_bf16));
+Cost vector_cycles(int64_t elements, const VectorOps& ops, const npu::DeviceSpec& spec) {
+  return vector_cycles(elements,
+                       ops.elementwise + ops.exp * spec.vector_exp_ops + ops.inv * spec.vector_inv_ops,
+                       spec);
 }
 
-int64_t copy_cycles(int64_t bytes, const npu::DeviceSpec& spec) {
+Cost fixed_cycles(int64_t cycles) { return {0, static_cast<double>(cycles), 0}; }
+
+Cost mmul_cycles(int64_t m, int64_t k, int64_t n, const npu::DeviceSpec& spec) {
+  auto blocks = [](int64_t v, int64_t b) { return (v + b - 1) / b; };
+  const int64_t bm = blocks(m, spec.mmul_m), bk = blocks(k, spec.mmul_k), bn = blocks(n, spec.mmul_n);
+  const double per_instr = static_cast<double>(spec.mmul_m * spec.mmul_k * spec.mmul_n) /
+                           spec.macs_per_cycle_bf16;
+  const double loops = static_cast<double>(blocks(bm, 2) * blocks(bn, 2));
+  return {static_cast<double>(bm * bk * bn) * per_instr + loops * spec.mmul_loop_overhead_cycles,
+          0, 0};
+}
+
+Cost copy_cycles(int64_t bytes, const npu::DeviceSpec& spec) {
   int64_t per_cycle = 2LL * spec.vector_lanes_bf16;  // one bf16 vector store
-  return (bytes + per_cycle - 1) / per_cycle;
+  return fixed_cycles((bytes + per_cycle - 1) / per_cycle);
 }
 
 TileKernel make_tile_kernel(const std::string& name, RunFn run, CyclesFn cycles,
@@ -90,9 +106,11 @@ TileKernel make_tile_kernel(const std::string& name, RunFn run, CyclesFn cycles,
   npu::KernelDef def;
   def.name = name;
   def.run = std::move(run);
-  def.cycles = [cycles = std::move(cycles)](const npu::KernelParams& p,
-                                            const npu::DeviceSpec& s) {
-    return kCallOverheadCycles + cycles(p, s);
+  def.cost = [cycles = std::move(cycles)](const npu::KernelParams& p, const npu::DeviceSpec& s) {
+    return Cost{0, 0, s.core_call_overhead_cycles} + cycles(p, s);
+  };
+  def.cycles = [cost = def.cost](const npu::KernelParams& p, const npu::DeviceSpec& s) {
+    return std::llround(cost(p, s).total());
   };
   def.macs = macs ? std::move(macs) : [](const npu::KernelParams&) { return int64_t{0}; };
   return {std::move(def), std::move(l1_bytes)};

@@ -25,8 +25,8 @@ void rmsnorm_rows(const bf16* x, const bf16* w, bf16* out, int64_t rows, int64_t
   }
 }
 
-int64_t rmsnorm_cycles(int64_t rows, int64_t n, const npu::DeviceSpec& spec) {
-  return rows * (vector_cycles(n, 3, spec) + kRowCycles);
+Cost rmsnorm_cycles(int64_t rows, int64_t n, const npu::DeviceSpec& spec) {
+  return static_cast<double>(rows) * (vector_cycles(n, 3, spec) + fixed_cycles(kRowCycles));
 }
 
 double required_eps(const npu::KernelParams& p, const char* kernel) {

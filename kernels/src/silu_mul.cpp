@@ -21,10 +21,10 @@ std::vector<TileKernel> silu_mul_kernels() {
                  arg_ptr<const bf16>(inv, 1, n, name, "up"),
                  arg_ptr<bf16>(inv, 2, n, name, "out"), n);
       },
-      // Per vector: negate, exp (LUT / exp2: 2 ops), add 1, reciprocal (2),
-      // two multiplies = 7 ops.
+      // Per vector: exp(-x) (negation folded into its scale), add 1, a
+      // reciprocal, two multiplies.
       [=](const npu::KernelParams& p, const npu::DeviceSpec& s) {
-        return vector_cycles(count_of(p), 7, s);
+        return vector_cycles(count_of(p), VectorOps{3, 1, 1}, s);
       },
       [=](const npu::KernelParams& p) { return 3 * 2 * count_of(p); })};
 }

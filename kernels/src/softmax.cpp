@@ -50,7 +50,7 @@ std::vector<TileKernel> softmax_kernels() {
       // Per vector: max, subtract, exp (2), sum, scale = 6 ops.
       [=](const npu::KernelParams& p, const npu::DeviceSpec& s) {
         auto [rows, n] = dims(p);
-        return rows * (vector_cycles(n, 6, s) + kRowCycles);
+        return static_cast<double>(rows) * (vector_cycles(n, kSoftmaxOps, s) + fixed_cycles(kRowCycles));
       },
       [=](const npu::KernelParams& p) {
         auto [rows, n] = dims(p);

@@ -65,7 +65,7 @@ std::vector<TileKernel> topk_kernels() {
         int64_t k = k_of(*inv.params, "topk_init");
         topk_init(arg_ptr<TopkEntry>(inv, 0, k, "topk_init", "state"), k);
       },
-      [](const npu::KernelParams& p, const npu::DeviceSpec&) { return k_of(p, "topk_init"); },
+      [](const npu::KernelParams& p, const npu::DeviceSpec&) { return fixed_cycles(k_of(p, "topk_init")); },
       state_bytes("topk_init")));
   // Per vector: compare against the running threshold and select (2 ops);
   // per kept entry an insertion into the sorted state (k steps, bounded by k
@@ -82,7 +82,7 @@ std::vector<TileKernel> topk_kernels() {
       },
       [](const npu::KernelParams& p, const npu::DeviceSpec& s) {
         int64_t k = k_of(p, "topk_block");
-        return vector_cycles(param_int(p, "n", "topk_block"), 2, s) + k * k;
+        return vector_cycles(param_int(p, "n", "topk_block"), 2, s) + fixed_cycles(k * k);
       },
       [](const npu::KernelParams& p) {
         return 2 * param_int(p, "n", "topk_block") +
@@ -97,7 +97,7 @@ std::vector<TileKernel> topk_kernels() {
       },
       [](const npu::KernelParams& p, const npu::DeviceSpec&) {
         int64_t k = k_of(p, "topk_merge");
-        return k * k;
+        return fixed_cycles(k * k);
       },
       [=](const npu::KernelParams& p) { return 2 * state_bytes("topk_merge")(p); }));
   return v;

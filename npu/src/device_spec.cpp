@@ -28,6 +28,9 @@ struct FieldDef {
 
 constexpr double kKiB = 1024;
 constexpr const char* kTarget = "mlir-aie AIETargetModel (NPU2TargetModel); hardware.md";
+constexpr const char* kHostBw =
+    "target CPU Ryzen AI 9 HX 370 (Strix Point, 4 Zen 5 + 8 Zen 5c, LPDDR5X-7500 128-bit = 120 GB/s "
+    "shared with the NPU; hardware.md): one host thread streams a fraction of it";
 constexpr const char* kAirNotes = "mlir-air notes (DMA wrap <= 1024, repeat <= 255); hardware.md";
 
 const std::vector<FieldDef>& field_defs() {
@@ -70,6 +73,19 @@ const std::vector<FieldDef>& field_defs() {
       {"ddr_bytes_per_second", TS_F(ddr_bytes_per_second), "FastFlowLM 60 GB/s; IRON GEMV 45 GB/s at 8 columns; memcpy 66.6 GB/s", true, 45e9, 66.6e9},
       {"dispatch_overhead_seconds", TS_F(dispatch_overhead_seconds), "IRON decode_costs_npu2.json 43.7-50.1 us; small ops 119-180 us", true, 35e-6, 180e-6},
       {"reconfigure_seconds", TS_F(reconfigure_seconds), "IRON: steps inside one packed dispatch 2.6-18 us", false, 0, 1e-3},
+      {"mmul_m", TS_F(mmul_m), "XDNA 2 bf16 mmul instruction 4x8x8; hardware.md", false, 1, 64},
+      {"mmul_k", TS_F(mmul_k), "XDNA 2 bf16 mmul instruction 4x8x8; hardware.md", false, 1, 64},
+      {"mmul_n", TS_F(mmul_n), "XDNA 2 bf16 mmul instruction 4x8x8; hardware.md", false, 1, 64},
+      {"mmul_loop_overhead_cycles", TS_F(mmul_loop_overhead_cycles), "estimate: per inner K loop of a 2x2 mmul block (mlir-aie mm.cc): accumulator load/store, loop prologue, mmul pipeline drain; tens of cycles, no published figure", true, 0, 128},
+      {"vector_lanes_per_cycle", TS_F(vector_lanes_per_cycle), "32 bf16 lanes per vector op when fully vectorized (hardware.md); 1 = scalar code", true, 1, 32},
+      {"vector_exp_ops", TS_F(vector_exp_ops), "estimate: exp as bf16 LUT lookups on AIE2 (mlir-aie lut_based_ops), exp2 instruction on AIE2P: ~2 elementwise ops", false, 1, 8},
+      {"vector_inv_ops", TS_F(vector_inv_ops), "estimate: reciprocal / rsqrt (aie::inv, aie::invsqrt): ~2 elementwise ops", false, 1, 16},
+      {"core_call_overhead_cycles", TS_F(core_call_overhead_cycles), "estimate: kernel call prologue + lock acquire/release, tens to hundreds of cycles in mlir-aie traces", true, 16, 2000},
+      {"dma_object_overhead_cycles", TS_F(dma_object_overhead_cycles), "estimate: BD fetch + lock handshake per DMA object, a few to tens of cycles", true, 0, 256},
+      {"host_bytes_per_second", TS_F(host_bytes_per_second), kHostBw, true, 2e9, 120e9},
+      {"host_flops", TS_F(host_flops), "Ryzen AI 9 HX 370 (Zen 5): one core at 5.1 GHz x 32 fp32 FLOP/cycle = 163 GFLOPS; 12 cores ~1.5 TFLOPS", false, 10e9, 1.6e12},
+      {"host_call_overhead_seconds", TS_F(host_call_overhead_seconds), "estimate: one host op or runtime call from C++ (us) to Python / numpy (tens of us)", true, 1e-6, 1e-3},
+      {"host_sync_bytes_per_second", TS_F(host_sync_bytes_per_second), "buffer-object sync is a cache flush / invalidate of the bytes it covers (shared DDR; mlir-air profile); bounded by the 120 GB/s DDR", false, 2e9, 120e9},
   };
   return defs;
 }
@@ -138,9 +154,19 @@ void apply_overrides(DeviceSpec& s, const nlohmann::json& j, const std::string& 
   for (const auto& [key, v] : j.items()) {
     std::string path = prefix.empty() ? key : prefix + "." + key;
     if (path == "base") continue;
-    if (path == "name") {
-      if (!v.is_string()) throw_error<DeviceSpecError>("device spec field 'name': expected a string");
-      s.name = v.get<std::string>();
+    if (path == "name" || path == "calibration") {
+      if (!v.is_string())
+        throw_error<DeviceSpecError>("device spec field '{}': expected a string", path);
+      (path == "name" ? s.name : s.calibration) = v.get<std::string>();
+    } else if (path == "constrained_kernels") {
+      if (!v.is_array())
+        throw_error<DeviceSpecError>("device spec field 'constrained_kernels': expected an array");
+      s.constrained_kernels.clear();
+      for (const auto& k : v) {
+        if (!k.is_string())
+          throw_error<DeviceSpecError>("device spec field 'constrained_kernels': expected strings");
+        s.constrained_kernels.push_back(k.get<std::string>());
+      }
     } else if (path == "kernel_efficiency") {
       if (!v.is_object()) throw_error<DeviceSpecError>("device spec field 'kernel_efficiency': expected an object");
       for (const auto& [k, e] : v.items()) {
@@ -213,31 +239,60 @@ void DeviceSpec::validate() const {
                                    name, k, e);
 }
 
-DeviceSpec DeviceSpec::preset(const std::string& name) {
+namespace {
+
+DeviceSpec sourced(const std::string& name, const std::string& family) {
   DeviceSpec s;
   s.name = name;
-  s.family = name;
+  s.family = family;
   s.columns = 8;
   s.compute_rows = 4;
   s.compute = {64 * 1024, 2, 2, 16, 16, 3};
   s.mem = {512 * 1024, 6, 6, 48, 64, 4};
   s.shim = {0, 2, 2, 16, 16, 3};
   s.program_memory_bytes = 16 * 1024;
-  if (name == "xdna2") return s;
-  if (name == "xdna1") {
+  if (family == "xdna1") {
     s.columns = 4;
     s.shim_burst_bytes = 256;
     s.clock_hz = 1.0e9;
     s.macs_per_cycle_bf16 = 128;
     s.macs_per_cycle_int8 = 256;
     s.macs_per_cycle_bfp16 = 0;
-    return s;
   }
-  throw_error<DeviceSpecError>("unknown device preset '{}' (xdna2 | xdna1)", name);
+  return s;
+}
+
+const char* const kCalibratedJson =
+#include "calibrated_spec.inc"
+    ;
+
+}  // namespace
+
+DeviceSpec DeviceSpec::preset(const std::string& name) {
+  if (name == "xdna2-sourced") return sourced(name, "xdna2");
+  if (name == "xdna1") return sourced(name, "xdna1");
+  if (name == "xdna2") {
+    // Parsed once: from_json re-validates against the published ranges.
+    static const DeviceSpec calibrated = [] {
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(kCalibratedJson);
+      } catch (const nlohmann::json::exception& e) {
+        throw_error<DeviceSpecError>("built-in xdna2 calibration: malformed JSON: {}", e.what());
+      }
+      if (j.value("base", "") != "xdna2-sourced")
+        throw_error<DeviceSpecError>("built-in xdna2 calibration must derive from xdna2-sourced");
+      DeviceSpec s = from_json(j);
+      s.name = "xdna2";
+      return s;
+    }();
+    return calibrated;
+  }
+  throw_error<DeviceSpecError>("unknown device preset '{}' (xdna2 | xdna2-sourced | xdna1)", name);
 }
 
 const std::vector<std::string>& DeviceSpec::preset_names() {
-  static const std::vector<std::string> names = {"xdna2", "xdna1"};
+  static const std::vector<std::string> names = {"xdna2", "xdna2-sourced", "xdna1"};
   return names;
 }
 
@@ -272,8 +327,12 @@ DeviceSpec DeviceSpec::load(const std::string& path) {
 
 nlohmann::json DeviceSpec::to_json() const {
   nlohmann::json j;
-  j["base"] = family;
+  // The sourced preset of the family, so that a saved spec never depends on
+  // the calibration compiled into this binary.
+  j["base"] = family == "xdna2" ? "xdna2-sourced" : family;
   j["name"] = name;
+  j["calibration"] = calibration;
+  j["constrained_kernels"] = constrained_kernels;
   DeviceSpec self = *this;  // see validate()
   for (const auto& d : field_defs()) {
     std::string path = d.name;

@@ -53,9 +53,9 @@ class LaunchModel {
     t.name = launch_.name;
     cost_compute(t);
     cost_channels(t);
-    t.ddr_seconds = static_cast<double>(t.ddr_bytes) / spec_.ddr_bytes_per_second;
+    t.ddr_seconds = static_cast<double>(t.ddr_burst_bytes) / spec_.ddr_bytes_per_second;
     t.fill_drain_seconds = fill_drain();
-    std::pair<double, const char*> terms[] = {{t.compute_seconds, "compute"},
+    std::pair<double, const char*> terms[] = {{t.compute_seconds, compute_kind_},
                                               {t.stream_seconds, "stream"},
                                               {t.dma_seconds, "dma"},
                                               {t.ddr_seconds, "ddr"}};
@@ -141,7 +141,7 @@ class LaunchModel {
     return std::max<int64_t>(n, 0);
   }
 
-  void cost_compute(LaunchTiming& t) const {
+  void cost_compute(LaunchTiming& t) {
     for (const auto& core : launch_.cores) {
       TileTiming tt;
       tt.tile = core.tile;
@@ -151,6 +151,10 @@ class LaunchModel {
       if (t.busiest_tile.empty() || tt.seconds > t.compute_seconds) {
         t.compute_seconds = tt.seconds;
         t.busiest_tile = to_string(core.tile);
+        const KernelCost& c = tt.cost;
+        compute_kind_ = c.vector > c.mac && c.vector >= c.overhead ? "vector"
+                        : c.overhead > c.mac                      ? "overhead"
+                                                                  : "compute";
       }
       t.tiles.push_back(tt);
     }
@@ -162,9 +166,12 @@ class LaunchModel {
       if (op.kind != CoreOp::Kind::call) continue;
       const KernelDef& k = reg_.get(op.kernel);
       int64_t cyc = k.cycles ? k.cycles(op.params, spec_) : 0;
+      KernelCost cost = k.cost ? k.cost(op.params, spec_) : KernelCost{static_cast<double>(cyc), 0, 0};
+      cost = static_cast<double>(times) / spec_.efficiency(op.kernel) * cost;
       tt.calls += times;
       tt.cycles += times * cyc;
-      tt.effective_cycles += static_cast<double>(times * cyc) / spec_.efficiency(op.kernel);
+      tt.effective_cycles += cost.total();
+      tt.cost += cost;
       tt.macs += times * (k.macs ? k.macs(op.params) : 0);
     }
   }
@@ -198,13 +205,16 @@ class LaunchModel {
                                 spec_.shim_burst_bytes);
       }
       t.ddr_bytes += bytes;
+      t.ddr_burst_bytes += c.dma_bytes;
     } else {
       int64_t run = run_elems(pattern) * f.elem_bytes;
       c.dma_bytes = objects(f.name) * dma_cost(f.object_bytes, run, kWordBytes);
       (c.kind == TileKind::mem ? t.l2_bytes : t.l1_bytes) += bytes;
     }
     c.stream_seconds = static_cast<double>(c.bytes) / rate_;
-    c.dma_seconds = static_cast<double>(c.dma_bytes) / rate_;
+    c.dma_seconds = static_cast<double>(c.dma_bytes) / rate_ +
+                    static_cast<double>(objects(f.name)) * spec_.dma_object_overhead_cycles /
+                        spec_.clock_hz;
     std::string label = fmt::format("{} {} {}", f.name, to_string(tile), s2mm ? "in" : "out");
     if (t.busiest_port.empty() || c.stream_seconds > t.stream_seconds) {
       t.stream_seconds = c.stream_seconds;
@@ -256,6 +266,7 @@ class LaunchModel {
   const DeviceSpec& spec_;
   const KernelRegistry& reg_;
   double rate_ = 1;
+  const char* compute_kind_ = "compute";
   std::map<std::string, const Fifo*> fifos_;
   std::map<std::string, size_t> link_of_output_;
   std::map<std::string, int64_t> objects_;
@@ -263,6 +274,19 @@ class LaunchModel {
 };
 
 }  // namespace
+
+std::vector<std::string> called_kernels(const Design& design) {
+  std::set<std::string> names;
+  std::function<void(const std::vector<CoreOp>&)> walk = [&](const std::vector<CoreOp>& ops) {
+    for (const auto& op : ops) {
+      if (op.kind == CoreOp::Kind::call) names.insert(op.kernel);
+      walk(op.body);
+    }
+  };
+  for (const auto& l : design.launches)
+    for (const auto& c : l.cores) walk(c.program);
+  return {names.begin(), names.end()};
+}
 
 DispatchTiming estimate_time(const Design& design, const DeviceSpec& spec,
                              const KernelRegistry& registry) {

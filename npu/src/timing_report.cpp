@@ -53,6 +53,7 @@ nlohmann::json DispatchTiming::to_json() const {
                          {"busiest_port", l.busiest_port},
                          {"busiest_channel", l.busiest_channel},
                          {"ddr_bytes", l.ddr_bytes},
+                         {"ddr_burst_bytes", l.ddr_burst_bytes},
                          {"l2_bytes", l.l2_bytes},
                          {"l1_bytes", l.l1_bytes},
                          {"macs", l.macs},
@@ -61,7 +62,9 @@ nlohmann::json DispatchTiming::to_json() const {
                          {"channels", nlohmann::json::array()}};
     for (const auto& t : l.tiles)
       lj["tiles"].push_back({{"tile", coord(t.tile)}, {"calls", t.calls}, {"cycles", t.cycles},
-                             {"effective_cycles", t.effective_cycles}, {"macs", t.macs},
+                             {"effective_cycles", t.effective_cycles},
+                             {"mac_cycles", t.cost.mac}, {"vector_cycles", t.cost.vector},
+                             {"overhead_cycles", t.cost.overhead}, {"macs", t.macs},
                              {"seconds", t.seconds}});
     for (const auto& c : l.channels)
       lj["channels"].push_back({{"tile", coord(c.tile)}, {"kind", tile_kind_name(c.kind)},

@@ -13,11 +13,44 @@ grep -q "^plan tiny style=default S=33 P=0 context=2048 spec=xdna2$" "$tmp/out.t
   || fail "no prefill header: $(head -2 "$tmp/out.txt")"
 grep -q "^plan tiny style=default S=1 P=33 context=2048 spec=xdna2$" "$tmp/out.txt" \
   || fail "no decode header"
-grep -Eq "^  npu +L0\.q +linear K=128 M=33 N=128 .*us\)? (overhead|compute|stream|dma|ddr|fill_drain)$" \
+grep -Eq "^  npu +L0\.q +linear K=128 M=33 N=128 .*us\)? (overhead|compute|vector|stream|dma|ddr|fill_drain)$" \
   "$tmp/out.txt" || fail "no L0.q prefill dispatch line with time and bound"
 grep -Eq "^  host +embed +embedding " "$tmp/out.txt" || fail "default style: embedding is not a host step"
 grep -Eq "^  prefill S=33: .* ms .*dispatches, [0-9]+ per layer$" "$tmp/out.txt" || fail "no prefill total"
 grep -Eq "^  decode P=33: .* ms per token .* tok/s" "$tmp/out.txt" || fail "no decode total"
+grep -Eq "^  spec xdna2 \(calibration: fit to " "$tmp/out.txt" || fail "plan does not name its calibration"
+grep -Eq "^  physical bounds: prefill .* ms \(FLOPs / peak .*decode .* ms per token \(weight bytes / DDR" \
+  "$tmp/out.txt" || fail "plan does not print the physical bounds"
+
+# The published-system styles on the same preset: JSON keys the cross-model
+# check reads, dispatch counts of the structure, bounds and the spec named.
+for style in mlir-air iron; do
+  "$bin" plan --preset tiny --style "$style" --seq 64 --json > "$tmp/$style.json" ||
+    fail "--style $style exited $?"
+  for key in prefill_seconds decode_tokens_per_second prefill_bound_seconds \
+             decode_bound_seconds_per_token calibration dispatches_per_layer_prefill; do
+    grep -q "\"$key\":" "$tmp/$style.json" || fail "$style JSON lacks $key"
+  done
+done
+if command -v python3 > /dev/null; then
+  python3 - "$tmp/mlir-air.json" "$tmp/iron.json" <<'PY' || fail "published styles: wrong structure"
+import json, sys
+air, iron = (json.load(open(p)) for p in sys.argv[1:3])
+assert air["padded_seq"] == 2048 and air["seq"] == 64, air["padded_seq"]
+assert air["dispatches_per_layer_prefill"] == 3 and air["dispatches_per_layer_decode"] == 2, air
+assert iron["dispatches_per_layer_prefill"] >= 11 and iron["dispatches_per_layer_decode"] >= 11, iron
+for j in (air, iron):
+    assert j["spec"] == "xdna2" and j["prefill_seconds"] > j["prefill_bound_seconds"] > 0
+    assert 1 / j["decode_tokens_per_second"] > j["decode_bound_seconds_per_token"] > 0
+where = {s["name"]: s["where"] for s in air["plan"]["decode_steps"]}
+assert where["cpu_attention"] == "host" and where["lm_head"] == "npu", where
+lm = [s for s in air["plan"]["decode_steps"] if s["name"] == "lm_head"][0]
+assert len(lm["launches"]) == 8, lm
+PY
+fi
+"$bin" plan --preset tiny --style mlir-air --seq 64 > "$tmp/air.txt" || fail "mlir-air text exited $?"
+grep -Eq "^  prefill rms_gemms_rope +x[0-9]+ +npu 6 launches .* bound " "$tmp/air.txt" ||
+  fail "mlir-air: no fused attention-input dispatch: $(head -5 "$tmp/air.txt")"
 
 "$bin" plan --preset tiny --seq 33 --style per-op --json > "$tmp/p.json" || fail "--json exited $?"
 for key in preset style seq prefill_seconds decode_seconds_per_token decode_tokens_per_second \
@@ -35,7 +68,7 @@ fi
 set +e
 "$bin" plan --preset tiny --style fused > /dev/null 2> "$tmp/err.txt"; rc=$?
 [ "$rc" -eq 2 ] || fail "bad style: exit $rc, want 2"
-grep -q "per-op, default" "$tmp/err.txt" || fail "bad style error does not list the styles"
+grep -q "per-op, default, iron, mlir-air" "$tmp/err.txt" || fail "bad style error does not list the styles"
 "$bin" plan --preset tiny --seq 100 --context 64 > /dev/null 2>&1; rc=$?
 [ "$rc" -eq 2 ] || fail "seq over context: exit $rc, want 2"
 "$bin" plan > /dev/null 2>&1; rc=$?

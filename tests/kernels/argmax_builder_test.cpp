@@ -61,12 +61,12 @@ TEST_P(ArgmaxOnDevice, MatchesFirstIndexOfTheMax) {
 INSTANTIATE_TEST_SUITE_P(Presets, ArgmaxOnDevice, ::testing::Values("xdna2", "xdna1"));
 
 TEST(ArgmaxBuilder, LargestVocabOnTheSimulator) {
-  auto spec = npu::DeviceSpec::preset("xdna2");
+  auto spec = npu::DeviceSpec::preset("xdna2-sourced");
   check_argmax(1, 151936, spec, -4, 4);
 }
 
 TEST(ArgmaxBuilder, BadShapesAreLimitErrors) {
-  auto spec = npu::DeviceSpec::preset("xdna2");
+  auto spec = npu::DeviceSpec::preset("xdna2-sourced");
   EXPECT_THROW(op_builder("argmax").build(am(1, 0), spec), LimitError);
   EXPECT_THROW(op_builder("argmax").build(am(1, 100), spec, {{"block", 1 << 20}}), LimitError);
 }

@@ -166,7 +166,7 @@ INSTANTIATE_TEST_SUITE_P(Devices, AttentionBuilderSim, ::testing::Values("xdna2"
 // is told apart from the classic bug h % kv_heads: against an oracle with the
 // planted mapping the same outputs must fall outside the bound.
 TEST(AttentionBuilder, PlantedGqaMappingFails) {
-  const auto spec = npu::DeviceSpec::preset("xdna2");
+  const auto spec = npu::DeviceSpec::preset("xdna2-sourced");
   const Case c{9, 4, 8, 2, 64};
   BuiltOp pre = op_builder("attention_prefill").build(prefill_shape(c), spec);
   Outcome good = run_case(c, pre, spec, 4, 0);
@@ -180,7 +180,7 @@ TEST(AttentionBuilder, PlantedGqaMappingFails) {
 }
 
 TEST(AttentionBuilder, ImpossibleShapesAreLimitErrors) {
-  const auto spec = npu::DeviceSpec::preset("xdna2");
+  const auto spec = npu::DeviceSpec::preset("xdna2-sourced");
   EXPECT_THROW(op_builder("attention_prefill").build(prefill_shape({4, 0, 9, 2, 64}), spec),
                LimitError);
   // A head_dim whose single K/V row and state do not fit L1.

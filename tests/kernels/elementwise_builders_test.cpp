@@ -71,7 +71,7 @@ TEST_P(ElementwiseBuilders, RaggedShapesMatchOracle) {
 INSTANTIATE_TEST_SUITE_P(Devices, ElementwiseBuilders, ::testing::Values("xdna2", "xdna1"));
 
 TEST(ElementwiseBuilders, LargeActivationKeepsObjectsLarge) {
-  auto spec = npu::DeviceSpec::preset("xdna2");
+  auto spec = npu::DeviceSpec::preset("xdna2-sourced");
   BuiltOp b = op_builder("silu_mul").build(mn("silu_mul", 2048, 11008), spec);
   EXPECT_EQ(b.tiles.at("columns") * b.tiles.at("rows"), spec.columns * spec.compute_rows);
   EXPECT_GE(b.tiles.at("m"), 4);  // >= 4 KiB objects per call

@@ -54,7 +54,7 @@ TEST_P(EmbeddingOnDevice, GathersExactRows) {
 INSTANTIATE_TEST_SUITE_P(Presets, EmbeddingOnDevice, ::testing::Values("xdna2", "xdna1"));
 
 TEST(EmbeddingBuilder, TimingDoesNotDependOnIds) {
-  auto spec = npu::DeviceSpec::preset("xdna2");
+  auto spec = npu::DeviceSpec::preset("xdna2-sourced");
   BuiltOp b = op_builder("embedding").build(emb(20, 100, 64), spec);
   EXPECT_GT(b.design.launches.size(), 0u);
   EXPECT_TRUE(static_cast<bool>(b.patch));
@@ -68,7 +68,7 @@ TEST(EmbeddingBuilder, TimingDoesNotDependOnIds) {
 }
 
 TEST(EmbeddingBuilder, BadIdsAreInputErrors) {
-  auto spec = npu::DeviceSpec::preset("xdna2");
+  auto spec = npu::DeviceSpec::preset("xdna2-sourced");
   BuiltOp b = op_builder("embedding").build(emb(2, 10, 8), spec);
   auto table = table_values(10, 8);
   EXPECT_THROW(run_op(b, {{1.0f, 10.0f}, table}, spec), InputError);

@@ -124,13 +124,30 @@ TEST(Gemm, RejectsShortArgsAndBadLayout) {
 }
 
 TEST(Gemm, CostAndFootprint) {
-  npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2");
+  npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2-sourced");
+  spec.mmul_loop_overhead_cycles = 0;
   GemmDims d{64, 64, 64, false};
-  // 64^3 MACs at 256 MAC/cycle (peak: the timing model applies efficiency) plus the call overhead.
-  EXPECT_EQ(gemm_cycles(d, spec), kCallOverheadCycles + 64 * 64 * 64 / 256);
+  // 64^3 MACs at 256 MAC/cycle plus the call overhead, with no loop overhead.
+  EXPECT_EQ(gemm_cycles(d, spec).total(), spec.core_call_overhead_cycles + 64 * 64 * 64 / 256);
   // A ragged edge costs a whole granule: n = 61 pays as n = 64.
-  EXPECT_EQ(gemm_cycles({64, 64, 61, false}, spec), gemm_cycles(d, spec));
+  EXPECT_EQ(gemm_cycles({64, 64, 61, false}, spec).total(), gemm_cycles(d, spec).total());
   EXPECT_EQ(gemm_l1_bytes(d, false), 2 * (64 * 64 * 2) + 4 * 64 * 64);
+}
+
+// MAC efficiency depends on the tile's shape: each inner K loop over a 2 x 2
+// block of 4x8 outputs pays mmul_loop_overhead_cycles, so the same MACs in a
+// short-K tile cost more than in a long-K one, by exactly the extra loops.
+TEST(Gemm, ShortInnerLoopsAreLessEfficient) {
+  npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2-sourced");
+  spec.mmul_loop_overhead_cycles = 20;
+  const double peak = 64.0 * 64 * 64 / 256;  // cycles of 64^3 MACs at peak
+  // k = 64 in one call: (64/8) x (64/16) = 32 inner loops.
+  const double long_k = gemm_cycles({64, 64, 64, false}, spec).mac;
+  EXPECT_DOUBLE_EQ(long_k, peak + 32 * 20);
+  // The same MACs as two k = 32 calls: twice the loops.
+  const double short_k = 2 * gemm_cycles({64, 32, 64, false}, spec).mac;
+  EXPECT_DOUBLE_EQ(short_k, peak + 64 * 20);
+  EXPECT_GT(short_k, long_k);
 }
 
 }  // namespace

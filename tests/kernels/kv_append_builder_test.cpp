@@ -47,7 +47,7 @@ TEST_P(KvAppendBuilder, WritesExactlyTheNewRows) {
 INSTANTIATE_TEST_SUITE_P(Devices, KvAppendBuilder, ::testing::Values("xdna2", "xdna1"));
 
 TEST(KvAppendBuilderLimits, AppendPastTheCacheIsALimitError) {
-  auto spec = npu::DeviceSpec::preset("xdna2");
+  auto spec = npu::DeviceSpec::preset("xdna2-sourced");
   EXPECT_THROW(op_builder("kv_append").build(kv_shape(4, 10, 7, 64), spec), LimitError);
 }
 

@@ -89,7 +89,7 @@ TEST_P(LinearOnDevice, ForcedDataflowsAndSeveralLaunches) {
 // Real decode projections (several N blocks per tile, K split) on the
 // simulator: smollm2-135m's q, k/v, gate and down, and a qwen2.5-0.5b down.
 TEST(LinearBuilder, RealDecodeShapesOnTheSimulator) {
-  auto spec = npu::DeviceSpec::preset("xdna2");
+  auto spec = npu::DeviceSpec::preset("xdna2-sourced");
   for (auto [K, N] : {std::pair<int64_t, int64_t>{576, 576}, {576, 192}, {576, 1536},
                       {1536, 576}, {4864, 896}})
     check_linear(1, K, N, spec);
@@ -98,7 +98,7 @@ TEST(LinearBuilder, RealDecodeShapesOnTheSimulator) {
 INSTANTIATE_TEST_SUITE_P(Presets, LinearOnDevice, ::testing::Values("xdna2", "xdna1"));
 
 TEST(LinearBuilder, MultiLaunchPlanAndPaddingAreWhatTheTestsAssume) {
-  auto spec = npu::DeviceSpec::preset("xdna2");
+  auto spec = npu::DeviceSpec::preset("xdna2-sourced");
   LinearPlan p = plan_linear(300, 128, 40, spec, {{"m", 4}, {"k", 64}});
   EXPECT_TRUE(p.gemm);
   EXPECT_GT(p.S, p.s_per_launch);  // the case above really spans launches
@@ -120,7 +120,7 @@ TEST(LinearBuilder, UsesEveryComputeTileAndFitsL1) {
 }
 
 TEST(LinearBuilder, ImpossibleShapesAreLimitErrorsNamingTheOp) {
-  auto spec = npu::DeviceSpec::preset("xdna2");
+  auto spec = npu::DeviceSpec::preset("xdna2-sourced");
   try {
     op_builder("linear").build(linear_shape(1, 64, 64), spec, {{"n", 4096}});
     FAIL() << "expected LimitError";

@@ -64,13 +64,13 @@ TEST_P(NormBuilders, HeadRmsnormOddHeadsMatchOracle) {
 INSTANTIATE_TEST_SUITE_P(Devices, NormBuilders, ::testing::Values("xdna2", "xdna1"));
 
 TEST(NormBuilders, UsesManyTilesForLongInputs) {
-  auto spec = npu::DeviceSpec::preset("xdna2");
+  auto spec = npu::DeviceSpec::preset("xdna2-sourced");
   BuiltOp b = op_builder("rmsnorm").build({"rmsnorm", {{"M", 2048}, {"H", 2048}}, {}}, spec);
   EXPECT_EQ(b.tiles.at("columns") * b.tiles.at("rows"), spec.columns * spec.compute_rows);
 }
 
 TEST(NormBuilders, TooWideRowIsALimitError) {
-  auto spec = npu::DeviceSpec::preset("xdna2");
+  auto spec = npu::DeviceSpec::preset("xdna2-sourced");
   EXPECT_THROW(op_builder("rmsnorm").build({"rmsnorm", {{"M", 4}, {"H", 1 << 16}}, {}}, spec),
                LimitError);
 }

@@ -44,7 +44,7 @@ TEST(OpBuilderRegistry, BuiltinsAreRegisteredWithoutStaticInitialisers) {
 }
 
 TEST(RunOp, RejectsWrongInputCountsAndSizes) {
-  auto spec = npu::DeviceSpec::preset("xdna2");
+  auto spec = npu::DeviceSpec::preset("xdna2-sourced");
   BuiltOp b = op_builder("linear").build(linear_shape(1, 8, 8), spec);
   std::vector<float> x(8, 1.0f), w(64, 1.0f);
   EXPECT_THROW(run_op(b, {x}, spec), UsageError);
@@ -55,7 +55,7 @@ TEST(RunOp, RejectsWrongInputCountsAndSizes) {
 }
 
 TEST(OpBuilderRegistry, UnknownTileOptionsAreUsageErrors) {
-  auto spec = npu::DeviceSpec::preset("xdna2");
+  auto spec = npu::DeviceSpec::preset("xdna2-sourced");
   for (const char* op : {"linear", "argmax"}) {
     OpShape s = std::string(op) == "linear" ? linear_shape(1, 8, 8)
                                             : OpShape{"argmax", {{"M", 1}, {"V", 8}}, {}};
@@ -68,7 +68,7 @@ TEST(OpBuilderRegistry, UnknownTileOptionsAreUsageErrors) {
 }
 
 TEST(SpanPattern, WholeBufferOffsetRunsAndLimits) {
-  auto spec = npu::DeviceSpec::preset("xdna2");
+  auto spec = npu::DeviceSpec::preset("xdna2-sourced");
   npu::AccessPattern whole = span_pattern(0, 4096, 4096, 3, spec, "t");
   EXPECT_TRUE(whole.dims.empty());
   EXPECT_EQ(whole.repeat, 3);

@@ -40,14 +40,16 @@ const std::map<std::string, npu::KernelParams>& typical() {
 }
 
 TEST(TileKernels, EveryKernelIsRegisteredWithCostAndFootprint) {
-  npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2");
+  npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2-sourced");
   ASSERT_EQ(tile_kernels().size(), typical().size());
   for (const TileKernel& t : tile_kernels()) {
     SCOPED_TRACE(t.def.name);
     ASSERT_TRUE(typical().count(t.def.name));
     const npu::KernelParams& p = typical().at(t.def.name);
     const npu::KernelDef& def = registry().get(t.def.name);
-    EXPECT_GT(def.cycles(p, spec), kCallOverheadCycles);
+    EXPECT_GT(def.cycles(p, spec), spec.core_call_overhead_cycles);
+    ASSERT_TRUE(def.cost) << "the timing model needs the split by unit";
+    EXPECT_NEAR(def.cost(p, spec).total(), static_cast<double>(def.cycles(p, spec)), 0.5);
     EXPECT_GE(def.macs(p), 0);
     const int64_t l1 = tile_kernel_l1_bytes(t.def.name, p);
     EXPECT_GT(l1, 0);
@@ -58,7 +60,7 @@ TEST(TileKernels, EveryKernelIsRegisteredWithCostAndFootprint) {
 
 // Cost grows with the work and follows the DeviceSpec, not constants.
 TEST(TileKernels, CostFollowsDeviceSpec) {
-  npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2");
+  npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2-sourced");
   npu::DeviceSpec half = spec;
   half.macs_per_cycle_bf16 /= 2;
   half.vector_lanes_bf16 /= 2;
@@ -66,6 +68,28 @@ TEST(TileKernels, CostFollowsDeviceSpec) {
     const auto& def = registry().get(name);
     EXPECT_GT(def.cycles(typical().at(name), half), def.cycles(typical().at(name), spec)) << name;
   }
+}
+
+// Non-MAC work follows the vector unit's rate: halving vector_lanes_per_cycle
+// nearly doubles the vector part (fixed per-row folds excepted), and leaves a GEMM's
+// matrix-unit cycles alone; exp costs what the spec says an exp costs.
+TEST(TileKernels, VectorWorkFollowsLaneRate) {
+  npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2-sourced");
+  npu::DeviceSpec slow = spec;
+  slow.vector_lanes_per_cycle = spec.vector_lanes_per_cycle / 2;
+  for (const char* name : {"softmax", "silu_mul", "rmsnorm", "rope"}) {
+    const auto& def = registry().get(name);
+    const auto a = def.cost(typical().at(name), spec), b = def.cost(typical().at(name), slow);
+    EXPECT_GT(b.vector, 1.5 * a.vector) << name;
+    EXPECT_EQ(a.mac, 0) << name;
+  }
+  const auto& gemm = registry().get("gemm");
+  EXPECT_EQ(gemm.cost(typical().at("gemm"), slow).mac, gemm.cost(typical().at("gemm"), spec).mac);
+  npu::DeviceSpec dear_exp = spec;
+  dear_exp.vector_exp_ops = spec.vector_exp_ops + 2;
+  const auto& silu = registry().get("silu_mul");
+  EXPECT_GT(silu.cost(typical().at("silu_mul"), dear_exp).vector,
+            silu.cost(typical().at("silu_mul"), spec).vector);
 }
 
 TEST(TileKernels, ShortArgIsAnErrorNamingTheArg) {

@@ -73,7 +73,7 @@ INSTANTIATE_TEST_SUITE_P(Devices, RopeBuilder, ::testing::Values("xdna2", "xdna1
 
 // The check can fail: the rotate-every-two (GPT-J) pairing differs from HF's.
 TEST(RopeBuilder, AdjacentPairingFailsTheCheck) {
-  auto spec = npu::DeviceSpec::preset("xdna2");
+  auto spec = npu::DeviceSpec::preset("xdna2-sourced");
   RopeCase k = make_case(3, 2, 64, 7);
   std::vector<double> wrong(k.x.size());
   for (size_t i = 0; i < k.x.size(); i += 2) {
@@ -85,7 +85,7 @@ TEST(RopeBuilder, AdjacentPairingFailsTheCheck) {
 }
 
 TEST(RopeBuilder, OddHeadDimIsALimitError) {
-  auto spec = npu::DeviceSpec::preset("xdna2");
+  auto spec = npu::DeviceSpec::preset("xdna2-sourced");
   EXPECT_THROW(op_builder("rope").build(rope_shape(4, 2, 63), spec), LimitError);
 }
 

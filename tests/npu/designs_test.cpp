@@ -72,7 +72,7 @@ double gemm_excess(HostMemory& h, int64_t M, int64_t K, int64_t N) {
 }
 
 TEST(Designs, ValidateAtPublishedSizes) {
-  DeviceSpec spec = DeviceSpec::preset("xdna2");
+  DeviceSpec spec = DeviceSpec::preset("xdna2-sourced");
   for (int cols : {1, 2, 4, 8}) {
     EXPECT_NO_THROW(validate(gemv_design({2048, 8192, cols, 1, 32}, spec), spec, registry()))
         << cols << " columns";
@@ -90,7 +90,7 @@ TEST(Designs, ValidateAtPublishedSizes) {
 }
 
 TEST(Designs, RejectShapesThatDoNotTile) {
-  DeviceSpec spec = DeviceSpec::preset("xdna2");
+  DeviceSpec spec = DeviceSpec::preset("xdna2-sourced");
   try {
     gemm_design({250, 256, 256, 64, 64, 64, 4, 0}, spec);
     FAIL() << "no error";
@@ -106,7 +106,7 @@ TEST(Designs, RejectShapesThatDoNotTile) {
 }
 
 TEST(Designs, MemcpyCopiesBitForBit) {
-  DeviceSpec spec = DeviceSpec::preset("xdna2");
+  DeviceSpec spec = DeviceSpec::preset("xdna2-sourced");
   for (bool core : {false, true}) {
     Design d = memcpy_design({2, 2, 4 * 4096 * 3, 4096, core}, spec);
     HostMemory host;
@@ -122,7 +122,7 @@ struct GemmCase {
 };
 
 TEST(Designs, GemmMatchesReference) {
-  DeviceSpec spec = DeviceSpec::preset("xdna2");
+  DeviceSpec spec = DeviceSpec::preset("xdna2-sourced");
   for (GemmCase c : {GemmCase{64, 64, 64, 16, 16, 16, 2, 2}, GemmCase{128, 96, 64, 32, 32, 16, 2, 4},
                      GemmCase{64, 48, 48, 16, 16, 24, 1, 1}, GemmCase{256, 64, 256, 32, 32, 32, 4, 4}}) {
     Design d = gemm_design({c.M, c.K, c.N, c.m, c.k, c.n, c.cols, c.rows}, spec);
@@ -136,7 +136,7 @@ TEST(Designs, GemmMatchesReference) {
 }
 
 TEST(Designs, GemmSplitsRowBlocksOverLaunchesWhenShimBdsRunOut) {
-  DeviceSpec spec = DeviceSpec::preset("xdna2");
+  DeviceSpec spec = DeviceSpec::preset("xdna2-sourced");
   spec.shim.buffer_descriptors = 5;  // 1 (B) + 2 per C tile row: two rows per launch
   Design d = gemm_design({128, 32, 32, 16, 16, 16, 2, 2}, spec);
   ASSERT_EQ(d.launches.size(), 2u);
@@ -148,7 +148,7 @@ TEST(Designs, GemmSplitsRowBlocksOverLaunchesWhenShimBdsRunOut) {
 }
 
 TEST(Designs, GemvMatchesReference) {
-  DeviceSpec spec = DeviceSpec::preset("xdna2");
+  DeviceSpec spec = DeviceSpec::preset("xdna2-sourced");
   for (auto [M, K, cols, r, q] : {std::tuple{256, 512, 2, 1, 32}, std::tuple{192, 1000, 3, 2, 16},
                                   std::tuple{512, 256, 8, 4, 64}}) {
     Design d = gemv_design({M, K, cols, r, q}, spec);
@@ -165,7 +165,7 @@ TEST(Designs, GemvMatchesReference) {
 
 // A wrong stride in A's gather and a dropped B transfer must show up.
 TEST(Designs, BrokenGemmIsCaught) {
-  DeviceSpec spec = DeviceSpec::preset("xdna2");
+  DeviceSpec spec = DeviceSpec::preset("xdna2-sourced");
   GemmParams p{64, 64, 64, 16, 16, 16, 2, 2};
   HostMemory ref;
   ref["A"] = random_bf16(64 * 64, 8);
@@ -195,12 +195,12 @@ namespace {
 // Calibration moves only calibratable fields, stays inside their ranges and
 // lowers the loss (a 1-column GEMV alone pins the stream port width).
 TEST(Designs, CalibrationFitsInsideRanges) {
-  DeviceSpec base = DeviceSpec::preset("xdna2");
+  DeviceSpec base = DeviceSpec::preset("xdna2-sourced");
   std::vector<Microbenchmark> one = {published_microbenchmarks().at(0)};
   Calibration c = calibrate(base, one, registry());
   EXPECT_LT(c.loss_after, c.loss_before);
   EXPECT_LT(std::abs(c.after.at(0).relative_error), 0.02);
-  EXPECT_EQ(c.spec.name, "xdna2-calibrated");
+  EXPECT_EQ(c.spec.name, "xdna2-sourced-calibrated");
   EXPECT_EQ(c.spec.columns, base.columns);
   EXPECT_EQ(c.spec.compute.memory_bytes, base.compute.memory_bytes);
   for (const auto& f : field_sources(base.family)) {

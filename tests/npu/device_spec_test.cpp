@@ -24,7 +24,7 @@ std::string error_of(const std::function<void()>& fn) {
 }
 
 TEST(DeviceSpec, Xdna2PresetMatchesDesignTable) {
-  DeviceSpec s = DeviceSpec::preset("xdna2");
+  DeviceSpec s = DeviceSpec::preset("xdna2-sourced");
   EXPECT_NO_THROW(s.validate());
   EXPECT_EQ(s.columns, 8);
   EXPECT_EQ(s.compute_rows, 4);
@@ -114,23 +114,66 @@ TEST(DeviceSpec, JsonRoundTripsEveryPreset) {
     s.kernel_efficiency["gemv"] = 0.5;
     nlohmann::json j = s.to_json();
     EXPECT_EQ(DeviceSpec::from_json(j).to_json(), j) << name;
-    EXPECT_EQ(DeviceSpec::from_json(j).family, name);
+    EXPECT_EQ(DeviceSpec::from_json(j).family, name == "xdna1" ? "xdna1" : "xdna2");
   }
+}
+
+// The built-in xdna2 is the calibrated device: same structure as the sourced
+// preset, every physical field inside its range, and it names its calibration.
+TEST(DeviceSpec, Xdna2IsTheCalibratedDevice) {
+  DeviceSpec cal = DeviceSpec::preset("xdna2"), src = DeviceSpec::preset("xdna2-sourced");
+  EXPECT_EQ(cal.name, "xdna2");
+  EXPECT_EQ(cal.family, "xdna2");
+  EXPECT_NE(cal.calibration, src.calibration);
+  EXPECT_FALSE(cal.constrained_kernels.empty());
+  EXPECT_EQ(cal.columns, src.columns);
+  EXPECT_EQ(cal.compute.memory_bytes, src.compute.memory_bytes);
+  EXPECT_EQ(cal.shim.buffer_descriptors, src.shim.buffer_descriptors);
+  EXPECT_NO_THROW(cal.validate());
+  // A saved spec derives from the sourced preset, never from the compiled-in fit.
+  EXPECT_EQ(cal.to_json()["base"], "xdna2-sourced");
+}
+
+// The timing-model fields round-trip with their values and are range-checked.
+TEST(DeviceSpec, PhysicalFieldsRoundTripAndAreChecked) {
+  DeviceSpec s = DeviceSpec::preset("xdna2-sourced");
+  s.vector_lanes_per_cycle = 3.5;
+  s.mmul_loop_overhead_cycles = 40;
+  s.core_call_overhead_cycles = 300;
+  s.dma_object_overhead_cycles = 20;
+  s.host_bytes_per_second = 9e9;
+  s.host_call_overhead_seconds = 30e-6;
+  s.calibration = "test fit";
+  s.constrained_kernels = {"gemm_acc", "rmsnorm"};
+  DeviceSpec r = DeviceSpec::from_json(s.to_json());
+  EXPECT_EQ(r.vector_lanes_per_cycle, 3.5);
+  EXPECT_EQ(r.mmul_loop_overhead_cycles, 40);
+  EXPECT_EQ(r.core_call_overhead_cycles, 300);
+  EXPECT_EQ(r.dma_object_overhead_cycles, 20);
+  EXPECT_EQ(r.host_bytes_per_second, 9e9);
+  EXPECT_EQ(r.host_call_overhead_seconds, 30e-6);
+  EXPECT_EQ(r.calibration, "test fit");
+  EXPECT_EQ(r.constrained_kernels, s.constrained_kernels);
+  std::string m = error_of<DeviceSpecError>([] { DeviceSpec::from_json({{"vector_lanes_per_cycle", 64}}); });
+  EXPECT_NE(m.find("'vector_lanes_per_cycle' = 64"), std::string::npos) << m;
+  m = error_of<DeviceSpecError>([] { DeviceSpec::from_json({{"mmul_loop_overhead_cycles", -1}}); });
+  EXPECT_NE(m.find("mmul_loop_overhead_cycles"), std::string::npos) << m;
 }
 
 // Every field to_json writes has a source, and DESIGN.md's calibratable set is
 // exactly the one marked so.
 TEST(DeviceSpec, FieldSourcesCoverEveryField) {
-  for (const auto& family : DeviceSpec::preset_names()) {
+  for (const auto& preset : DeviceSpec::preset_names()) {
+    const std::string family = DeviceSpec::preset(preset).family;
     std::set<std::string> sourced;
     for (const auto& f : field_sources(family)) {
       EXPECT_FALSE(f.source.empty()) << f.field;
       EXPECT_LE(f.min, f.max) << f.field;
       sourced.insert(f.field);
     }
-    nlohmann::json j = DeviceSpec::preset(family).to_json();
+    nlohmann::json j = DeviceSpec::preset(preset).to_json();
     for (const auto& [k, v] : j.items()) {
-      if (k == "base" || k == "name") continue;
+      if (k == "base" || k == "name" || k == "calibration" || k == "constrained_kernels") continue;
       if (v.is_object() && k != "kernel_efficiency") {
         for (const auto& [k2, v2] : v.items()) EXPECT_TRUE(sourced.count(k + "." + k2)) << k << "." << k2;
       } else {
@@ -143,7 +186,10 @@ TEST(DeviceSpec, FieldSourcesCoverEveryField) {
     if (f.calibratable) calibratable.insert(f.field);
   EXPECT_EQ(calibratable, (std::set<std::string>{"clock_hz", "stream_bytes_per_cycle", "macs_per_cycle_bf16",
                                                  "ddr_bytes_per_second", "dispatch_overhead_seconds",
-                                                 "kernel_efficiency"}));
+                                                 "kernel_efficiency", "mmul_loop_overhead_cycles",
+                                                 "vector_lanes_per_cycle", "core_call_overhead_cycles",
+                                                 "dma_object_overhead_cycles", "host_bytes_per_second",
+                                                 "host_call_overhead_seconds"}));
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ using testing::test_kernels;
 using testing::u16_at;
 
 SimStats run(const Design& d, HostMemory& host) {
-  return Simulator(DeviceSpec::preset("xdna2"), test_kernels()).run(d, host);
+  return Simulator(DeviceSpec::preset("xdna2-sourced"), test_kernels()).run(d, host);
 }
 
 std::vector<uint32_t> as_u32(const std::vector<std::byte>& b) {

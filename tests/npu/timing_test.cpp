@@ -11,7 +11,8 @@ namespace tessera::npu {
 namespace {
 
 DeviceSpec spec() {
-  DeviceSpec s = DeviceSpec::preset("xdna2");
+  DeviceSpec s = DeviceSpec::preset("xdna2-sourced");
+  s.dma_object_overhead_cycles = 0;  // its own test below
   s.clock_hz = 1e9;
   s.stream_bytes_per_cycle = 4;
   s.ddr_bytes_per_second = 60e9;
@@ -29,6 +30,18 @@ const KernelRegistry& registry() {
     k.add({"work", [](const KernelInvocation&) {},
            [get](const KernelParams& p, const DeviceSpec&) { return get(p, "cycles"); },
            [get](const KernelParams& p) { return get(p, "macs"); }});
+    // Same cycles, spent on the vector unit / as per-call overhead.
+    KernelDef vec = k.get("work"), ovh = k.get("work");
+    vec.name = "vec";
+    vec.cost = [get](const KernelParams& p, const DeviceSpec&) {
+      return KernelCost{0, static_cast<double>(get(p, "cycles")), 0};
+    };
+    ovh.name = "ovh";
+    ovh.cost = [get](const KernelParams& p, const DeviceSpec&) {
+      return KernelCost{0, 0, static_cast<double>(get(p, "cycles"))};
+    };
+    k.add(vec);
+    k.add(ovh);
     return k;
   }();
   return r;
@@ -127,6 +140,42 @@ TEST(Timing, DmaBoundByShortRuns) {
   EXPECT_DOUBLE_EQ(lt.dma_seconds, 8.0 * (1 << 20) / 4e9);
   EXPECT_EQ(lt.bound, "dma");
   EXPECT_NE(lt.busiest_channel.find("in0 (0,0) out"), std::string::npos) << lt.busiest_channel;
+  // DDR serves whole bursts too: 8x the payload.
+  EXPECT_DOUBLE_EQ(lt.ddr_seconds, 8.0 * (1 << 20) / 60e9);
+  EXPECT_EQ(lt.ddr_bytes, 1 << 20);
+  EXPECT_EQ(lt.ddr_burst_bytes, 8 << 20);
+}
+
+// The compute term is named after the unit that spends most of the busiest
+// tile's cycles.
+TEST(Timing, ComputeTermNamesItsUnit) {
+  for (const char* kernel : {"work", "vec", "ovh"}) {
+    Launch l = feed_core(0, 1024, 4, 100000, 0);
+    l.cores[0].program[0].body[1].kernel = kernel;
+    DispatchTiming t = estimate_time(one(l, 4096), spec(), registry());
+    const std::string want = std::string(kernel) == "work" ? "compute"
+                             : std::string(kernel) == "vec" ? "vector"
+                                                            : "overhead";
+    EXPECT_EQ(t.launches[0].bound, want) << kernel;
+    EXPECT_DOUBLE_EQ(t.launches[0].compute_seconds, 400e-6) << kernel;
+    EXPECT_EQ(t.bound, want) << kernel;
+  }
+}
+
+// Every object a DMA channel moves pays the BD / lock overhead: many small
+// objects make a contiguous stream DMA-bound.
+TEST(Timing, PerObjectDmaOverhead) {
+  DeviceSpec s = spec();
+  s.dma_object_overhead_cycles = 100;
+  // 1024 objects of 256 B: 64 cycles of stream each, plus 100 of overhead.
+  DispatchTiming t = estimate_time(one(feed_core(0, 256, 1024, 1, 0), 1 << 18), s, registry());
+  const LaunchTiming& l = t.launches[0];
+  EXPECT_DOUBLE_EQ(l.stream_seconds, (1 << 18) / 4e9);
+  EXPECT_NEAR(l.dma_seconds, (1 << 18) / 4e9 + 1024 * 100e-9, 1e-12);
+  EXPECT_EQ(l.bound, "dma");
+  s.dma_object_overhead_cycles = 0;
+  EXPECT_EQ(estimate_time(one(feed_core(0, 256, 1024, 1, 0), 1 << 18), s, registry()).launches[0].bound,
+            "stream");
 }
 
 TEST(Timing, DdrBound) {

@@ -14,7 +14,7 @@ namespace tessera::npu {
 namespace {
 
 TEST(Trace, TracksAndSpansFollowTheEstimate) {
-  DeviceSpec spec = DeviceSpec::preset("xdna2");
+  DeviceSpec spec = DeviceSpec::preset("xdna2-sourced");
   KernelRegistry reg;
   register_microbench_kernels(reg);
   Design d = gemm_design({128, 64, 64, 32, 32, 32, 2, 2}, spec);

@@ -15,7 +15,7 @@ using testing::passthrough_design;
 using testing::test_kernels;
 
 const DeviceSpec& xdna2() {
-  static const DeviceSpec s = DeviceSpec::preset("xdna2");
+  static const DeviceSpec s = DeviceSpec::preset("xdna2-sourced");
   return s;
 }
 

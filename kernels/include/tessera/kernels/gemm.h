@@ -33,7 +33,7 @@ void gemm_finalize(const float* acc, bf16* c, int64_t count);
 int64_t gemm_l1_bytes(const GemmDims& d, bool fused);
 // Matrix-unit cycles: m, k, n each padded to the bf16 mmul granule (4 x 8 x 4
 // on AIE-ML: a ragged edge costs a full granule) at the DeviceSpec MAC rate.
-int64_t gemm_cycles(const GemmDims& d, const npu::DeviceSpec& spec);
+npu::KernelCost gemm_cycles(const GemmDims& d, const npu::DeviceSpec& spec);
 
 std::vector<TileKernel> gemm_kernels();
 

@@ -20,7 +20,7 @@ void gemv_block(const bf16* w, const bf16* x, float* acc, int64_t n, int64_t k, 
 int64_t gemv_l1_bytes(int64_t n, int64_t k, bool fused);
 // Vector unit, not the matrix unit: one lane-wide bf16 MAC per cycle per
 // weight vector, plus a log2(lanes) lane fold per row.
-int64_t gemv_cycles(int64_t n, int64_t k, const npu::DeviceSpec& spec);
+npu::KernelCost gemv_cycles(int64_t n, int64_t k, const npu::DeviceSpec& spec);
 
 std::vector<TileKernel> gemv_kernels();
 

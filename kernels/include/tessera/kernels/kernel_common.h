@@ -50,23 +50,37 @@ T* arg_ptr(const npu::KernelInvocation& inv, size_t i, int64_t count, const char
                                         alignof(T), kernel, arg));
 }
 
-// Cost vocabulary. Every kernel pays kCallOverheadCycles per call: the
-// function prologue, loop setup and pointer/iterator setup a compiled AIE
-// kernel spends before its first vector op (lock acquire/release is the
-// simulator's business, not the kernel's). The value is an estimate in the
-// range of the call overheads seen in mlir-aie kernel traces (tens of cycles);
-// it matters only for tiny calls.
-inline constexpr int64_t kCallOverheadCycles = 64;
+// Cost vocabulary: every cost is an npu::KernelCost split by unit (matrix,
+// vector, per-call overhead), all rates from the DeviceSpec. Every kernel made
+// by make_tile_kernel pays spec.core_call_overhead_cycles per call (prologue,
+// loop setup, lock acquire/release). The timing model divides by
+// DeviceSpec::efficiency(kernel) (1 unless a spec says otherwise).
+using Cost = npu::KernelCost;
 
-// ceil(elements / lanes) vector steps, each costing `ops` cycles (a step is one
-// lane-wide vector op: load/compute/store are pipelined, so `ops` counts the
-// non-overlapped compute ops per vector).
-int64_t vector_cycles(int64_t elements, int64_t ops, const npu::DeviceSpec& spec);
-// MACs on the matrix unit at spec.macs_per_cycle_bf16. All cycle counts here
-// are at peak: the timing model divides by DeviceSpec::efficiency(kernel).
-int64_t mmul_cycles(int64_t macs, const npu::DeviceSpec& spec);
+// Non-MAC work per vector, in op classes whose cost the DeviceSpec states:
+// elementwise ops (add, mul, max, compare, convert) cost 1, exp costs
+// spec.vector_exp_ops, reciprocal / rsqrt spec.vector_inv_ops.
+struct VectorOps {
+  double elementwise = 0, exp = 0, inv = 0;
+};
+// ceil(elements / vector_lanes_bf16) vectors, each op retiring
+// spec.vector_lanes_per_cycle lanes per cycle (load/compute/store pipelined:
+// `ops` counts the non-overlapped compute ops per vector).
+Cost vector_cycles(int64_t elements, double ops, const npu::DeviceSpec& spec);
+Cost vector_cycles(int64_t elements, const VectorOps& ops, const npu::DeviceSpec& spec);
+// Fixed scalar / fold work (a row's lane fold, one invsqrt), on the vector unit.
+Cost fixed_cycles(int64_t cycles);
+// One online-softmax score: max, subtract, exp, sum and the scale of the
+// running output (flash / decode attention, softmax).
+inline constexpr VectorOps kSoftmaxOps{4, 1, 0};
+// An m x k x n block on the matrix unit: one mmul_m x mmul_k x mmul_n
+// instruction per cycle at spec.macs_per_cycle_bf16 (edges padded to the
+// instruction), in inner K loops over 2 x 2 instructions' outputs that each
+// pay spec.mmul_loop_overhead_cycles: a short K or a thin tile is less
+// efficient than a big one.
+Cost mmul_cycles(int64_t m, int64_t k, int64_t n, const npu::DeviceSpec& spec);
 // Plain copies at one lane-wide vector store per cycle.
-int64_t copy_cycles(int64_t bytes, const npu::DeviceSpec& spec);
+Cost copy_cycles(int64_t bytes, const npu::DeviceSpec& spec);
 
 inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
@@ -78,9 +92,9 @@ struct TileKernel {
 };
 
 using RunFn = std::function<void(const npu::KernelInvocation&)>;
-using CyclesFn = std::function<int64_t(const npu::KernelParams&, const npu::DeviceSpec&)>;
+using CyclesFn = std::function<Cost(const npu::KernelParams&, const npu::DeviceSpec&)>;
 using ParamsFn = std::function<int64_t(const npu::KernelParams&)>;
-// `cycles` excludes kCallOverheadCycles (added here); `macs` null = 0 (a
+// `cycles` excludes the per-call overhead (added here); `macs` null = 0 (a
 // kernel without matrix-unit work).
 TileKernel make_tile_kernel(const std::string& name, RunFn run, CyclesFn cycles,
                             ParamsFn l1_bytes, ParamsFn macs = nullptr);

@@ -18,7 +18,7 @@ namespace tessera::kernels {
 void rmsnorm_rows(const bf16* x, const bf16* w, bf16* out, int64_t rows, int64_t n, float eps);
 // Per row: square-accumulate one op per vector, then lane fold + rsqrt
 // (kRowCycles), then two multiplies per vector.
-int64_t rmsnorm_cycles(int64_t rows, int64_t n, const npu::DeviceSpec& spec);
+npu::KernelCost rmsnorm_cycles(int64_t rows, int64_t n, const npu::DeviceSpec& spec);
 double required_eps(const npu::KernelParams& p, const char* kernel);
 std::vector<TileKernel> rmsnorm_kernels();
 

@@ -1,7 +1,11 @@
 #pragma once
 // DeviceSpec: every hardware number the compiler, validator, simulator and timing
-// model may use (STYLE.md #6: limits behind one target object). Presets xdna2
-// (Strix Point) and xdna1 (Phoenix); JSON load/save; each field carries its source.
+// model may use (STYLE.md #6: limits behind one target object). Presets:
+//   xdna2          Strix Point as calibrated against the published Llama-3.2-1B
+//                  figures (npu/specs/xdna2-calibrated.json, docs/calibration.md)
+//   xdna2-sourced  the same device with every field at its sourced default
+//   xdna1          Phoenix (sourced defaults)
+// JSON load/save; each field carries its source and range (field_sources()).
 #include <cstdint>
 #include <map>
 #include <string>
@@ -26,6 +30,12 @@ struct TileLimits {
 
 struct DeviceSpec {
   std::string name;
+  // Which fit produced the calibratable fields ("none" = sourced defaults);
+  // every plan / deploy / run names it next to the spec.
+  std::string calibration = "none (sourced defaults)";
+  // Tile kernels whose cost some calibration figure exercised; a plan flags
+  // every other kernel it uses as unconstrained.
+  std::vector<std::string> constrained_kernels;
   // The preset this spec derives from; selects the published ranges checked by
   // validate() (field_sources(family)).
   std::string family = "xdna2";
@@ -58,6 +68,32 @@ struct DeviceSpec {
   double ddr_bytes_per_second = 60e9;   // NPU share of host DDR
   double dispatch_overhead_seconds = 45e-6;
   double reconfigure_seconds = 3e-6;     // per additional launch in a dispatch
+
+  // Tile-kernel physics (timing model; kernels/kernel_common.h cost vocabulary).
+  // Matrix unit: one mmul_m x mmul_k x mmul_n instruction per cycle at peak;
+  // kernels block 2 x 2 instructions per inner K loop, and every inner loop
+  // pays mmul_loop_overhead_cycles (accumulator load/store, loop prologue and
+  // pipeline drain), so a short K or a narrow tile runs below peak.
+  int64_t mmul_m = 4, mmul_k = 8, mmul_n = 8;
+  double mmul_loop_overhead_cycles = 16;
+  // Vector unit (non-MAC work): an elementwise op on vector_lanes_bf16 lanes
+  // retires vector_lanes_per_cycle lanes per cycle (vector_lanes_bf16 for
+  // fully vectorized code, down to 1 for scalar code); exp and reciprocal /
+  // rsqrt cost vector_exp_ops / vector_inv_ops elementwise ops each.
+  double vector_lanes_per_cycle = 32;
+  double vector_exp_ops = 2;
+  double vector_inv_ops = 2;
+  // Fixed cost of one kernel call on a core (prologue, loop setup, lock
+  // acquire / release around it).
+  double core_call_overhead_cycles = 64;
+  // Per object a DMA channel moves: BD fetch and the lock handshake.
+  double dma_object_overhead_cycles = 8;
+
+  // Host side (the laptop CPU next to the NPU, never the build machine).
+  double host_bytes_per_second = 20e9;      // one pass over data in a host op
+  double host_flops = 200e9;                // fp32, host ops that compute
+  double host_call_overhead_seconds = 2e-6; // one host op / runtime call
+  double host_sync_bytes_per_second = 30e9; // buffer-object sync = cache flush
   // Fraction of peak MAC rate a real tile kernel reaches, by kernel name;
   // "default" applies when a kernel has no entry.
   std::map<std::string, double> kernel_efficiency = {{"default", 1.0}};
@@ -71,7 +107,7 @@ struct DeviceSpec {
   // Throws DeviceSpecError naming the field for out-of-range values.
   void validate() const;
 
-  static DeviceSpec preset(const std::string& name);  // "xdna2" | "xdna1"
+  static DeviceSpec preset(const std::string& name);  // preset_names()
   static const std::vector<std::string>& preset_names();
   // Starts from the preset named by "base" (default xdna2) and overrides the
   // given fields; unknown fields and out-of-range values are errors.

@@ -24,11 +24,29 @@ struct KernelInvocation {
   double float_param(const std::string& key) const;
 };
 
+// Cycles of one kernel call split by the unit that spends them; the timing
+// model names a compute-bound launch after the largest part of its busiest
+// tile: "compute" (matrix unit, its per-loop overhead included), "vector"
+// (non-MAC work on the vector unit) or "overhead" (the fixed per-call cost).
+struct KernelCost {
+  double mac = 0, vector = 0, overhead = 0;
+  double total() const { return mac + vector + overhead; }
+  KernelCost& operator+=(const KernelCost& o) {
+    mac += o.mac, vector += o.vector, overhead += o.overhead;
+    return *this;
+  }
+  friend KernelCost operator+(KernelCost a, const KernelCost& b) { return a += b; }
+  friend KernelCost operator*(double n, KernelCost c) { return {n * c.mac, n * c.vector, n * c.overhead}; }
+};
+
 struct KernelDef {
   std::string name;
   std::function<void(const KernelInvocation&)> run;
+  // Total cycles (the simulator's count); `cost` splits them for the timing
+  // model (absent: all matrix-unit cycles).
   std::function<int64_t(const KernelParams&, const DeviceSpec&)> cycles;
   std::function<int64_t(const KernelParams&)> macs;  // 0 for non-MAC kernels
+  std::function<KernelCost(const KernelParams&, const DeviceSpec&)> cost = nullptr;
 };
 
 class KernelRegistry {

@@ -1,0 +1,263 @@
+// The iron and mlir-air plan styles (style_published.h): which graph nodes go
+// into which dispatch, what runs on the host, with which tiles and padding.
+// Timing, dumps and bounds live in style_published_time.cpp.
+#include "tessera/compiler/style_published.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "tessera/compiler/graph.h"
+#include "tessera/core/error.h"
+
+namespace tessera::compiler {
+
+bool is_published_style(std::string_view name) { return name == "iron" || name == "mlir-air"; }
+
+PublishedStyle parse_published_style(std::string_view name) {
+  if (name == "iron") return PublishedStyle::iron;
+  if (name == "mlir-air") return PublishedStyle::mlir_air;
+  throw_error<UsageError>("unknown published style '{}' (iron, mlir-air)", name);
+}
+
+const char* published_style_name(PublishedStyle s) {
+  return s == PublishedStyle::iron ? "iron" : "mlir-air";
+}
+
+namespace {
+
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+int64_t bf16_bytes(const Shape& s) { return shape_numel(s) * 2; }
+
+// mlir-air pads every dimension that is not a multiple of 1024 (shim BD
+// budget at seq 2048); the April deployments' rule.
+constexpr int64_t kAirDimQuantum = 1024;
+constexpr int64_t kAirSeq = 2048;
+constexpr int64_t kAirLmPartitions = 8;
+// FFN sizes above this split O + FFN into three prefill dispatches.
+constexpr int64_t kAirFusedFfnMax = 8192;
+// Hidden sizes from this up cannot use the 2-dispatch decode (> 4 core rows).
+constexpr int64_t kAirFusedDecodeHiddenMax = 2048;
+// The FlashAttention kernel's native head_dim (seq-first, no transposes).
+constexpr int64_t kAirSeqFirstHeadDim = 64;
+
+// The published registry configurations, in the builders' vocabulary.
+kernels::TileOptions air_tiles(const kernels::OpShape& s, bool decode) {
+  const std::string& op = s.op;
+  if (op == "linear" && s.dim("M") > 1) return {{"gemm", 1}, {"m", 64}, {"k", 32}, {"n", 64}};
+  if (op == "linear") return {{"gemm", 0}, {"columns", 8}, {"rows", 1}};  // herd_m = 8
+  if (op == "attention_prefill") return {{"bk", 64}};                      // LKP = 64
+  if (op == "rmsnorm" || op == "rope" || op == "silu_mul" || op == "residual_add" ||
+      op == "bias_add" || op == "head_rmsnorm")
+    return decode ? kernels::TileOptions{{"columns", 1}, {"rows", 1}}
+                  : kernels::TileOptions{{"rows", 1}};  // herd [8,1] / [1,1]
+  return {};
+}
+
+class Lowering {
+ public:
+  Lowering(const model::ModelConfig& c, PublishedStyle style, DesignCache& cache, StylePlan& out)
+      : c_(c), style_(style), cache_(cache), out_(out) {}
+
+  StyleLaunch launch(const Node& n, const std::string& name, bool decode) {
+    kernels::OpShape shape = n.shape;
+    kernels::TileOptions tiles =
+        style_ == PublishedStyle::mlir_air ? air_tiles(shape, decode) : kernels::TileOptions{};
+    try {
+      return {name, cache_.get(shape, tiles).op};
+    } catch (const LimitError& e) {
+      if (tiles.empty()) throw;
+      note(fmt::format("{}: published tiles do not build here ({}); builder defaults used",
+                       shape_text(shape), e.what()));
+      return {name, cache_.get(shape, {}).op};
+    }
+  }
+
+  // A dispatch of the given layer-0 (or model-level) nodes, in graph order.
+  StyleStep dispatch(const std::string& name, const Graph& g, int layer,
+                     const std::set<std::string>& nodes, int64_t repeat, bool decode) {
+    StyleStep s;
+    s.name = name;
+    s.repeat = repeat;
+    for (const Node& n : g.nodes) {
+      if (n.layer != layer || !nodes.count(n.name)) continue;
+      s.launches.push_back(launch(n, n.name, decode));
+      if (style_ == PublishedStyle::iron) s.sync_bytes += activation_bytes(n, *s.launches.back().op);
+    }
+    if (s.launches.empty())
+      throw_error<InternalError>("style {}: dispatch '{}' has no nodes", published_style_name(style_),
+                                 name);
+    return s;
+  }
+
+  void note(std::string text) {
+    if (std::find(out_.notes.begin(), out_.notes.end(), text) == out_.notes.end())
+      out_.notes.push_back(std::move(text));
+  }
+
+ private:
+  // IRON round-trips activations through host DDR: every non-weight input and
+  // every output is synced once.
+  static int64_t activation_bytes(const Node& n, const kernels::BuiltOp& op) {
+    int64_t b = 0;
+    for (size_t i = 0; i < n.inputs.size() && i < op.inputs.size(); ++i)
+      if (n.inputs[i].kind != ValueKind::weight) b += bf16_bytes(op.inputs[i].shape);
+    for (const auto& o : op.outputs) b += bf16_bytes(o.shape);
+    return b;
+  }
+
+  const model::ModelConfig& c_;
+  PublishedStyle style_;
+  DesignCache& cache_;
+  StylePlan& out_;
+};
+
+StyleStep host_step(std::string name, int64_t repeat, int64_t bytes, double flops) {
+  StyleStep s;
+  s.name = std::move(name);
+  s.npu = false;
+  s.repeat = repeat;
+  s.host_bytes = bytes;
+  s.host_flops = flops;
+  return s;
+}
+
+// IRON: every node of a layer its own dispatch, SwiGLU one runlist dispatch;
+// KV append happens inside the RoPE / V outputs (no dispatch of its own); the
+// embedding gather and argmax stay with the host (194 dispatches per token).
+std::vector<StyleStep> lower_iron(const model::ModelConfig& c, const Graph& g, Lowering& L) {
+  const bool decode = g.decode();
+  std::vector<StyleStep> steps;
+  const int64_t S = g.seq;
+  steps.push_back(host_step("embedding", 1, 2 * S * c.hidden_size * 2 + S * 4, 0));
+  std::set<std::string> swiglu = {"gate", "up", "act", "down"};
+  bool swiglu_done = false;
+  for (const Node& n : g.nodes) {
+    if (n.layer != 0 || n.shape.op == "kv_append") continue;
+    if (swiglu.count(n.name)) {
+      if (!swiglu_done) steps.push_back(L.dispatch("swiglu", g, 0, swiglu, c.num_layers, decode));
+      swiglu_done = true;
+      continue;
+    }
+    steps.push_back(L.dispatch(n.name, g, 0, {n.name}, c.num_layers, decode));
+  }
+  steps.push_back(L.dispatch("final_norm", g, -1, {"final_norm"}, 1, decode));
+  steps.push_back(L.dispatch("lm_head", g, -1, {"logits"}, 1, decode));
+  steps.push_back(host_step("argmax", 1, c.vocab_size * 2, 0));
+  return steps;
+}
+
+// The LM head over the last row as one GEMV dispatch of 8 partitions.
+StyleStep air_lm_head(const model::ModelConfig& c, const Graph& g, Lowering& L) {
+  const Node* logits = nullptr;
+  for (const Node& n : g.nodes)
+    if (n.name == "logits") logits = &n;
+  TESSERA_CHECK(logits, "graph {} has no logits node", g.model);
+  Node part = *logits;
+  part.shape.dims["N"] = round_up((c.vocab_size + kAirLmPartitions - 1) / kAirLmPartitions,
+                                  kAirDimQuantum);
+  StyleStep s;
+  s.name = "lm_head";
+  for (int64_t i = 0; i < kAirLmPartitions; ++i)
+    s.launches.push_back(L.launch(part, fmt::format("lm_head[{}]", i), true));
+  return s;
+}
+
+std::vector<StyleStep> lower_air(const model::ModelConfig& c, const Graph& g, Lowering& L) {
+  const bool decode = g.decode();
+  const int64_t S = g.seq, T = g.past + g.seq, H = c.hidden_size, kvd = c.kv_dim();
+  const int64_t layers = c.num_layers;
+  std::vector<StyleStep> steps;
+  // Tokenize + pad + embedding gather on the host, then the residual stream
+  // is handed to the NPU (one sync).
+  steps.push_back(host_step("embedding", 1, 2 * S * H * 2 + S * 4, 0));
+  std::set<std::string> attn_in = {"attn_norm", "q", "q_bias", "k", "k_bias", "v", "v_bias",
+                                   "q_norm", "k_norm", "q_rot", "k_rot"};
+  std::set<std::string> o_ffn = {"o", "h_mid", "ffn_norm", "gate", "up", "act", "down", "h_out"};
+  if (!decode) {
+    auto first = L.dispatch("rms_gemms_rope", g, 0, attn_in, layers, false);
+    first.sync_bytes = S * H * 2;  // the embedded prompt, written once
+    steps.push_back(std::move(first));
+    if (c.head_dim != kAirSeqFirstHeadDim) {
+      L.note(fmt::format("head_dim {} != {}: host seq <-> head transposes around FlashAttention",
+                         c.head_dim, kAirSeqFirstHeadDim));
+      steps.push_back(host_step("transpose_qkv", layers, 2 * S * (c.q_dim() + 2 * kvd) * 2, 0));
+    }
+    steps.push_back(L.dispatch("flash_attn", g, 0, {"attn_out"}, layers, false));
+    if (c.head_dim != kAirSeqFirstHeadDim)
+      steps.push_back(host_step("transpose_o", layers, 2 * S * c.q_dim() * 2, 0));
+    // K and V (seq-first) into the host cache (n_kv_heads, max_seq, head_dim).
+    steps.push_back(host_step("kv_copy_out", layers, 2 * 2 * S * kvd * 2, 0));
+    if (c.intermediate_size > kAirFusedFfnMax) {
+      steps.push_back(L.dispatch("o_add_norm", g, 0, {"o", "h_mid", "ffn_norm"}, layers, false));
+      steps.push_back(L.dispatch("gate_up_silu", g, 0, {"gate", "up", "act"}, layers, false));
+      steps.push_back(L.dispatch("down_add", g, 0, {"down", "h_out"}, layers, false));
+    } else {
+      steps.push_back(L.dispatch("o_ffn", g, 0, o_ffn, layers, false));
+    }
+  } else if (H > kAirFusedDecodeHiddenMax || c.qkv_bias) {
+    steps.push_back(L.dispatch("rms_q", g, 0, {"attn_norm", "q", "q_bias", "q_norm"}, layers, true));
+    steps.push_back(L.dispatch("kv_rope", g, 0, {"k", "k_bias", "v", "v_bias", "k_norm", "q_rot",
+                                                 "k_rot"}, layers, true));
+  } else {
+    steps.push_back(L.dispatch("rms_gemv_rope", g, 0, attn_in, layers, true));
+  }
+  if (decode) {
+    // GQA attention over the host bf16 cache: read K and V of T positions,
+    // 2 MACs per (head, position, dim).
+    steps.push_back(host_step("cpu_attention", layers, 2 * T * kvd * 2 + 2 * c.q_dim() * 2,
+                              4.0 * c.num_heads * T * c.head_dim));
+    steps.push_back(host_step("kv_append", layers, 2 * 2 * kvd * 2, 0));
+    if (H > kAirFusedDecodeHiddenMax || c.qkv_bias) {
+      steps.push_back(L.dispatch("o_add_norm", g, 0, {"o", "h_mid", "ffn_norm"}, layers, true));
+      steps.push_back(L.dispatch("gate_up_silu", g, 0, {"gate", "up", "act"}, layers, true));
+      steps.push_back(L.dispatch("down_add", g, 0, {"down", "h_out"}, layers, true));
+    } else {
+      steps.push_back(L.dispatch("o_gemv_ffn", g, 0, o_ffn, layers, true));
+    }
+  }
+  // Final RMSNorm of the last row on the CPU, LM head, argmax on the CPU.
+  steps.push_back(host_step("final_norm", 1, 3 * H * 2, 4.0 * H));
+  steps.push_back(air_lm_head(c, g, L));
+  steps.push_back(host_step("argmax", 1, c.vocab_size * 2, 0));
+  return steps;
+}
+
+}  // namespace
+
+StylePlan plan_published(const model::ModelConfig& config, PublishedStyle style, int64_t seq,
+                         int64_t decode_at, DesignCache& cache) {
+  StylePlan p;
+  p.model = config.name;
+  p.style = style;
+  p.prompt = seq;
+  model::ModelConfig c = config;
+  if (style == PublishedStyle::mlir_air) {
+    c.hidden_size = round_up(c.hidden_size, kAirDimQuantum);
+    c.intermediate_size = round_up(c.intermediate_size, kAirDimQuantum);
+    seq = std::max(seq, kAirSeq);
+  }
+  p.seq = seq;
+  p.decode_at = decode_at;
+  p.hidden = c.hidden_size;
+  p.intermediate = c.intermediate_size;
+  Lowering L(c, style, cache, p);
+  if (c.hidden_size != config.hidden_size || c.intermediate_size != config.intermediate_size)
+    L.note(fmt::format("padded hidden {} -> {}, FFN {} -> {} (multiples of {})", config.hidden_size,
+                       c.hidden_size, config.intermediate_size, c.intermediate_size,
+                       kAirDimQuantum));
+  const Graph pre = build_graph(c, seq, 0);
+  const Graph dec = build_graph(c, 1, decode_at);
+  if (style == PublishedStyle::iron) {
+    p.prefill = lower_iron(c, pre, L);
+    p.decode = lower_iron(c, dec, L);
+  } else {
+    p.prefill = lower_air(c, pre, L);
+    p.decode = lower_air(c, dec, L);
+  }
+  return p;
+}
+
+}  // namespace tessera::compiler

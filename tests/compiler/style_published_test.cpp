@@ -1,0 +1,74 @@
+// The published-system plan styles at the timing level: structure, the fused
+// dispatch's cost formula, the IRON buffer-object syncs and the model bounds.
+#include <gtest/gtest.h>
+
+#include "tessera/compiler/style_published.h"
+#include "tessera/model/config.h"
+#include "tessera/npu/timing.h"
+
+namespace tessera::compiler {
+namespace {
+
+const model::ModelConfig& tiny() {
+  static const model::ModelConfig c = model::preset("tiny");
+  return c;
+}
+
+TEST(StylePublished, MlirAirFusesPadsAndKeepsGlueOnTheHost) {
+  DesignCache cache(npu::DeviceSpec::preset("xdna2"));
+  const StylePlan p = plan_published(tiny(), PublishedStyle::mlir_air, 64, 64, cache);
+  EXPECT_EQ(p.seq, 2048);  // prompts padded to 2048 rows
+  EXPECT_EQ(p.hidden % 1024, 0);
+  EXPECT_EQ(p.dispatches_per_layer(p.prefill), 3);
+  EXPECT_EQ(p.dispatches_per_layer(p.decode), 2);
+  EXPECT_FALSE(p.step("cpu_attention", true).npu);
+  EXPECT_EQ(p.step("lm_head", true).launches.size(), 8u);
+  EXPECT_EQ(p.step("rms_gemms_rope", false).launches.size(), 6u);
+}
+
+// A fused dispatch = one dispatch overhead + reconfiguration per extra launch
+// + each launch's own time without its overhead.
+TEST(StylePublished, FusedDispatchPaysOneOverhead) {
+  const npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2");
+  DesignCache cache(spec);
+  const StylePlan p = plan_published(tiny(), PublishedStyle::mlir_air, 64, 64, cache);
+  const StyleStep& s = p.step("o_ffn", false);
+  double want = spec.dispatch_overhead_seconds + spec.reconfigure_seconds * (s.launches.size() - 1);
+  for (const auto& l : s.launches) {
+    const npu::DispatchTiming t = npu::estimate_time(l.op->design, spec);
+    want += t.total_seconds - t.overhead_seconds;
+  }
+  EXPECT_NEAR(time_step(s, spec).seconds, want, 1e-12);
+  double separate = 0;
+  for (const auto& l : s.launches) separate += npu::estimate_time(l.op->design, spec).total_seconds;
+  EXPECT_LT(time_step(s, spec).seconds, separate);
+}
+
+// IRON round-trips activations through host DDR: its dispatches sync bytes,
+// and a slower cache flush makes them slower.
+TEST(StylePublished, IronPaysBufferSyncPerDispatch) {
+  npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2");
+  DesignCache cache(spec);
+  const StylePlan p = plan_published(tiny(), PublishedStyle::iron, 64, 64, cache);
+  EXPECT_GE(p.dispatches_per_layer(p.prefill), 11);
+  const StyleStep& q = p.step("q", false);
+  EXPECT_GT(q.sync_bytes, 0);
+  const double fast = StylePlan::seconds(p.prefill, spec);
+  spec.host_sync_bytes_per_second /= 4;
+  EXPECT_GT(StylePlan::seconds(p.prefill, spec), fast);
+}
+
+TEST(StylePublished, BoundsAreRatiosOfPeaks) {
+  npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2");
+  const ModelBounds a = model_bounds(tiny(), 64, spec);
+  EXPECT_GT(a.prefill_flops, 0);
+  EXPECT_DOUBLE_EQ(a.decode_bound_seconds_per_token, a.decode_weight_bytes / spec.ddr_bytes_per_second);
+  spec.clock_hz *= 1.2;
+  spec.ddr_bytes_per_second *= 0.5;
+  const ModelBounds b = model_bounds(tiny(), 64, spec);
+  EXPECT_NEAR(a.prefill_bound_seconds / b.prefill_bound_seconds, 1.2, 1e-12);
+  EXPECT_NEAR(b.decode_bound_seconds_per_token / a.decode_bound_seconds_per_token, 2.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace tessera::compiler
