@@ -56,7 +56,10 @@ int run(const DeployArgs& a) {
   o.resume = !a.fresh;
   o.last_phase = a.until;
   o.spec = cli::spec_from_arg(a.spec);
-  if (!a.plant_bug.empty()) o.tamper_packed = pipeline::negate_packed_weight(a.plant_bug);
+  // "pass:NAME" plants a compiler pass's bug (phases 4 / 5 roll it back);
+  // anything else negates the packed weights it prefixes.
+  if (a.plant_bug.starts_with("pass:")) o.plant_pass_bug = a.plant_bug.substr(5);
+  else if (!a.plant_bug.empty()) o.tamper_packed = pipeline::negate_packed_weight(a.plant_bug);
   o.progress = [](const std::string& step, size_t done, size_t total) { report_progress(step, done, total); };
   const pipeline::DeployReport rep = pipeline::deploy(o);
   if (a.json) {
@@ -90,10 +93,11 @@ tessera::cli::Action setup(CLI::App& app) {
   sub->add_option("--seed", a->seed, "Seed of the gate prompt and synthetic weights")->capture_default_str();
   sub->add_option("--until", a->until, "Stop after this phase (0, 1, 2, 3, 6)")
       ->capture_default_str()
-      ->check(CLI::IsMember({0, 1, 2, 3, 6}));
+      ->check(CLI::IsMember({0, 1, 2, 3, 4, 5, 6}));
   sub->add_option("--plant-bug", a->plant_bug,
                   "Negate packed weights whose key starts with this (e.g. w:L0.v_proj@) on the "
-                  "device, to see a gate fail");
+                  "device, to see a gate fail; pass:NAME plants that compiler pass's bug "
+                  "(phase 4 / 5 rolls the pass back and names it)");
   sub->add_flag("--fresh", a->fresh, "Redo every phase (ignore the manifest)");
   sub->add_flag("--json", a->json, "Print report.json instead of the phase lines");
   return [a] { return run(*a); };

@@ -72,9 +72,10 @@ void PackedWeights::check_covers(const std::vector<const Plan*>& plans) const {
       throw_error<InputError>("{}: packed for model '{}' on '{}', the plan is '{}' on '{}'", where,
                               model, spec, p->model, p->spec);
     for (const Step& s : p->steps)
-      for (const std::string& key : s.weight_layouts)
-        if (!key.empty() && !contains(key))
-          throw_error<InputError>("{}: layout '{}' (step {}) is missing", where, key, s.name);
+      for (const Launch& l : s.launches)
+        for (const std::string& key : l.weight_layouts)
+          if (!key.empty() && !contains(key))
+            throw_error<InputError>("{}: layout '{}' (step {}) is missing", where, key, l.name);
   }
 }
 
@@ -136,10 +137,11 @@ PackedWeights PackedWeights::load(const std::filesystem::path& file) {
 
 namespace {
 
-// Where a layout key is first read: the step and input that define its packing.
+// Where a layout key is first read: the launch and input that define its packing.
 struct KeyUse {
   std::string key;
-  const Step* step = nullptr;
+  const Launch* launch = nullptr;
+  bool host = false;
   size_t input = 0;
   ValueRef weight;
 };
@@ -162,14 +164,14 @@ std::vector<float> weight_values(const model::ModelConfig& c, const model::Weigh
 
 PackedWeights::Buffers pack_one(const KeyUse& u, std::vector<float> values) {
   PackedWeights::Buffers out;
-  if (u.step->kind == StepKind::host) {  // "@table": plain row-major bf16
+  if (u.host) {  // "@table": plain row-major bf16
     std::vector<std::byte> b(values.size() * 2);
     f32_to_bf16(values, std::span<bf16>(reinterpret_cast<bf16*>(b.data()), values.size()));
     out.emplace("table", std::move(b));
     return out;
   }
   npu::HostMemory host;  // empty: only the buffers this weight fills appear
-  u.step->op->pack(u.input, values, host);
+  u.launch->op->pack(u.input, values, host);
   for (auto& [name, b] : host) out.emplace(name, std::move(b));
   return out;
 }
@@ -183,9 +185,11 @@ PackedWeights pack_weights(const std::vector<const Plan*>& plans, const model::M
   std::set<std::string> seen;
   for (const Plan* p : plans)
     for (const Step& s : p->steps)
-      for (size_t k = 0; k < s.weight_layouts.size(); ++k)
-        if (!s.weight_layouts[k].empty() && seen.insert(s.weight_layouts[k]).second)
-          uses.push_back({s.weight_layouts[k], &s, k, p->graph.nodes[s.node].inputs.at(k)});
+      for (const Launch& l : s.launches)
+        for (size_t k = 0; k < l.weight_layouts.size(); ++k)
+          if (!l.weight_layouts[k].empty() && seen.insert(l.weight_layouts[k]).second)
+            uses.push_back({l.weight_layouts[k], &l, s.kind == StepKind::host, k,
+                            p->graph.nodes[l.node].inputs.at(k)});
   PackedWeights pw;
   pw.model = config.name;
   pw.spec = plans.empty() ? std::string() : plans.front()->spec;
@@ -193,9 +197,9 @@ PackedWeights pack_weights(const std::vector<const Plan*>& plans, const model::M
   for (size_t i = 0; i < uses.size(); ++i) {
     const KeyUse& u = uses[i];
     const model::TensorSpec& spec = weight_spec(config, u.weight, specs);
-    const int64_t numel = u.step->kind == StepKind::host
+    const int64_t numel = u.host
                               ? shape_numel(spec.shape)
-                              : shape_numel(u.step->op->inputs.at(u.input).shape);
+                              : shape_numel(u.launch->op->inputs.at(u.input).shape);
     pw.add(u.key, pack_one(u, weight_values(config, weights, spec, numel)));
     if (progress) progress(i + 1, uses.size());
   }

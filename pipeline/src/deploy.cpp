@@ -1,4 +1,4 @@
-// deploy(): phases 0, 1, 2, 3, 6 in order with resume (deploy.h). A phase is
+// deploy(): phases 0 to 6 in order with resume (deploy.h). A phase is
 // skipped only when the manifest says it passed, every artifact it wrote still
 // has its recorded sha256, and what it read (options, source, earlier
 // artifacts) hashes the same; anything else is redone and issues.md says why.
@@ -27,6 +27,8 @@ constexpr PhaseEntry kPhases[] = {{0, detail::run_phase0},
                                   {1, detail::run_phase1_gate},
                                   {2, detail::run_phase2},
                                   {3, detail::run_phase3},
+                                  {4, detail::run_phase4},
+                                  {5, detail::run_phase5},
                                   {6, detail::run_phase6}};
 
 std::string phase_file(int p) { return fmt::format("phase{}.json", p); }
@@ -102,6 +104,7 @@ DeployReport deploy(const DeployOptions& opts) {
   rep.model = ctx.config.name;
   for (const PhaseEntry& e : kPhases) {
     if (e.phase > opts.last_phase) break;
+    if (e.phase == 6) detail::load_optimized_passes(ctx, 5);  // phases 4 / 5 ran or were resumed
     if (can_skip(ctx, e.phase)) {
       std::ifstream in(ctx.out / phase_file(e.phase));
       PhaseResult r = detail::phase_from_json(nlohmann::json::parse(in));

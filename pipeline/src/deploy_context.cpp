@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "deploy_internal.h"
+#include "tessera/compiler/passes.h"
 #include "tessera/core/error.h"
 #include "tessera/model/model_dir.h"
 #include "tessera/model/synth.h"
@@ -115,17 +116,35 @@ compiler::DesignCache& Context::cache() {
   return *cache_;
 }
 
-const compiler::Plan& Context::prefill_plan() {
+compiler::PlanOptions Context::plan_options(bool decode) const {
   compiler::PlanOptions po;
   po.style = opts.style;
-  if (!prefill_) prefill_ = std::make_unique<compiler::Plan>(compiler::lower(config, seq(), 0, cache(), po));
+  const auto& chosen = decode ? decode_passes_ : prefill_passes_;
+  if (chosen.empty()) {
+    for (const std::string& p : compiler::style_passes(opts.style))
+      for (const auto& info : compiler::pass_registry())
+        if (p == info.name && info.required) po.passes.push_back(p);
+  } else {
+    po.passes = chosen;
+  }
+  po.plant_bug = opts.plant_pass_bug;
+  return po;
+}
+
+void Context::set_passes(bool decode, std::vector<std::string> passes) {
+  (decode ? decode_passes_ : prefill_passes_) = std::move(passes);
+  (decode ? decode_ : prefill_).reset();
+}
+
+const compiler::Plan& Context::prefill_plan() {
+  if (!prefill_)
+    prefill_ = std::make_unique<compiler::Plan>(compiler::lower(config, seq(), 0, cache(), plan_options(false)));
   return *prefill_;
 }
 
 const compiler::Plan& Context::decode_plan() {
-  compiler::PlanOptions po;
-  po.style = opts.style;
-  if (!decode_) decode_ = std::make_unique<compiler::Plan>(compiler::lower(config, 1, seq(), cache(), po));
+  if (!decode_)
+    decode_ = std::make_unique<compiler::Plan>(compiler::lower(config, 1, seq(), cache(), plan_options(true)));
   return *decode_;
 }
 

@@ -53,6 +53,12 @@ class Context {
   compiler::DesignCache& cache();
   const compiler::Plan& prefill_plan();  // S = prompt length, P = 0
   const compiler::Plan& decode_plan();   // S = 1, P = prompt length
+  // The pass pipelines the plans are lowered with: before phases 4 / 5 the
+  // required passes only; phases 4 / 5 add the style's optimization passes
+  // one at a time (deploy_optimize.cpp). Setting one drops the cached plan.
+  compiler::PlanOptions plan_options(bool decode) const;
+  void set_passes(bool decode, std::vector<std::string> passes);
+  const std::vector<std::string>& passes(bool decode) const { return decode ? decode_passes_ : prefill_passes_; }
   // The packed weights phases 2/3/6 run on: loaded from weights.safetensors
   // when the manifest vouches for it, else packed (and written). The test
   // hook opts.tamper_packed is applied to this in-memory copy.
@@ -73,6 +79,7 @@ class Context {
   std::unique_ptr<compiler::Plan> prefill_, decode_;
   std::shared_ptr<compiler::PackedWeights> packed_;
   std::optional<std::string> source_hash_;
+  std::vector<std::string> prefill_passes_, decode_passes_;
 };
 
 // The host values a plan at P = 0 reads: token ids, the RoPE table of
@@ -90,7 +97,14 @@ PhaseResult run_phase0(Context& ctx, std::vector<std::string>& artifacts);
 PhaseResult run_phase1_gate(Context& ctx, std::vector<std::string>& artifacts);
 PhaseResult run_phase2(Context& ctx, std::vector<std::string>& artifacts);
 PhaseResult run_phase3(Context& ctx, std::vector<std::string>& artifacts);
+// Phase 2's gates without its artifacts (phase 4 re-gates every pass with it).
+PhaseResult gate_block(Context& ctx);
+PhaseResult run_phase4(Context& ctx, std::vector<std::string>& artifacts);
+PhaseResult run_phase5(Context& ctx, std::vector<std::string>& artifacts);
 PhaseResult run_phase6(Context& ctx, std::vector<std::string>& artifacts);
+// The pass lists phases 4 / 5 kept (from phase4.json / phase5.json when they
+// ran), for phase 6 and a resumed run.
+void load_optimized_passes(Context& ctx, int upto);
 
 // Oracle data persistence (deploy_oracle.cpp).
 void save_oracle(const OracleRun& run, const fs::path& file);

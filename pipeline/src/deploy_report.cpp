@@ -159,7 +159,7 @@ std::string slowest_steps(const compiler::Plan& p, size_t n) {
   std::sort(s.begin(), s.end(), [](auto* a, auto* b) { return a->seconds() > b->seconds(); });
   std::string out = "| step | op | predicted us | bound |\n|---|---|---|---|\n";
   for (size_t i = 0; i < std::min(n, s.size()); ++i)
-    out += fmt::format("| {} | {} | {:.1f} | {} |\n", s[i]->name, s[i]->shape.op, s[i]->seconds() * 1e6,
+    out += fmt::format("| {} | {} | {:.1f} | {} |\n", s[i]->name(), s[i]->front().shape.op, s[i]->seconds() * 1e6,
                        s[i]->bound());
   return out;
 }

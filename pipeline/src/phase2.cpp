@@ -19,8 +19,6 @@ using Clock = std::chrono::steady_clock;
 }
 
 PhaseResult run_phase2(Context& ctx, std::vector<std::string>& artifacts) {
-  const auto t0 = Clock::now();
-  PhaseResult r{2, "block", "passed", {}, 0, nlohmann::json::object()};
   std::shared_ptr<compiler::PackedWeights> pw = ctx.packed();
   const compiler::Plan& pre = ctx.prefill_plan();
   const compiler::Plan& dec = ctx.decode_plan();
@@ -28,12 +26,19 @@ PhaseResult run_phase2(Context& ctx, std::vector<std::string>& artifacts) {
   write_text(ctx.out / "plan.md", plan_markdown(pre, dec));
   write_json(ctx.out / "spec.json", ctx.opts.spec.to_json());  // what `tessera run` simulates
   for (const char* a : {"weights.safetensors", "plan.txt", "plan.md", "spec.json"}) artifacts.push_back(a);
+  return gate_block(ctx);
+}
+
+PhaseResult gate_block(Context& ctx) {
+  const auto t0 = Clock::now();
+  PhaseResult r{2, "block", "passed", {}, 0, nlohmann::json::object()};
+  std::shared_ptr<compiler::PackedWeights> pw = ctx.packed();
+  const compiler::Plan& pre = ctx.prefill_plan();
+  const compiler::Plan& dec = ctx.decode_plan();
 
   model::ModelConfig c1 = ctx.config;
   c1.num_layers = 1;
-  compiler::PlanOptions po;
-  po.style = ctx.opts.style;
-  const compiler::Plan block = compiler::lower(c1, ctx.seq(), 0, ctx.cache(), po);
+  const compiler::Plan block = compiler::lower(c1, ctx.seq(), 0, ctx.cache(), ctx.plan_options(false));
   const OracleRun& orc = ctx.oracle();
   runtime::Executor exec(ctx.opts.spec, *pw);
   const runtime::ExecResult res = exec.run(block, host_inputs(c1, orc.prompt), nullptr,

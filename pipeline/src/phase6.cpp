@@ -45,6 +45,8 @@ PhaseResult run_phase6(Context& ctx, std::vector<std::string>&) {
   const auto [max_abs, cos_floor] = phase3_figures(ctx.out);
   runtime::SessionOptions so;
   so.style = ctx.opts.style;
+  so.prefill_passes = ctx.plan_options(false).passes;  // the plans phases 4 / 5 kept
+  so.decode_passes = ctx.plan_options(true).passes;
   runtime::Session s(ctx.config, ctx.packed(), ctx.opts.spec, so);
   std::vector<float> logits = s.prefill(orc.prompt);
   const runtime::CallTiming prefill = s.last_timing();

@@ -1,16 +1,19 @@
 #include "tessera/runtime/executor.h"
 
 #include <chrono>
+#include <cstring>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "host_ops.h"
+#include "tessera/compiler/passes.h"
 #include "tessera/core/error.h"
 #include "tessera/kernels/builders/builder_support.h"
 
 namespace tessera::runtime {
 
+using compiler::Launch;
 using compiler::Node;
 using compiler::Plan;
 using compiler::Step;
@@ -33,19 +36,53 @@ std::string whole_name(const ValueRef& r) {
   return whole.str();
 }
 
-// Activation values by name, and for each the index of the last step that reads it.
+// A value kept as the bytes its producer's design wrote (its output buffers
+// in name order), for readers that read that layout as it is.
+struct PackedValue {
+  std::string layout;
+  std::vector<std::vector<std::byte>> buffers;
+};
+
+// Activation values by name (FP32 of bf16 values, and packed bytes where a
+// reader takes them as they are), and for each the index of the last step
+// that reads it.
 class ValueStore {
  public:
   ValueStore(const Plan& plan, const Values& inputs, const std::set<std::string>* keep,
              int64_t last_row)
       : plan_(plan), inputs_(inputs), keep_(keep), last_row_(last_row) {
     for (size_t i = 0; i < plan.steps.size(); ++i)
-      for (const ValueRef& r : plan.graph.nodes[plan.steps[i].node].inputs)
-        if (r.kind == ValueKind::activation) last_reader_[whole_name(r)] = i;
+      for (const Launch& l : plan.steps[i].launches) {
+        const Node& n = plan.graph.nodes.at(l.node);
+        for (size_t k = 0; k < n.inputs.size(); ++k) {
+          const ValueRef& r = n.inputs[k];
+          if (r.kind != ValueKind::activation) continue;
+          last_reader_[whole_name(r)] = i;
+          const bool host = plan.steps[i].kind == StepKind::host;
+          readers_[whole_name(r)].push_back(host || r.last_row ? std::string() : l.in_layouts.at(k));
+        }
+      }
+  }
+
+  // Does some reader want `name` as FP32 values / as the bytes of `layout`?
+  bool wants_values(const std::string& name, const std::string& layout) const {
+    if (kept(name)) return true;
+    auto it = readers_.find(name);
+    if (it == readers_.end()) return true;
+    for (const std::string& in : it->second)
+      if (!compiler::layouts_match(layout, in)) return true;
+    return false;
+  }
+  bool wants_packed(const std::string& name, const std::string& layout) const {
+    auto it = readers_.find(name);
+    if (it == readers_.end()) return false;
+    for (const std::string& in : it->second)
+      if (compiler::layouts_match(layout, in)) return true;
+    return false;
   }
 
   // The values of a non-weight ref: the whole value, or its selected row.
-  std::span<const float> get(const ValueRef& r, const Step& step) const {
+  std::span<const float> get(const ValueRef& r, const std::string& step) const {
     const std::string name = whole_name(r);
     const std::vector<float>* v = nullptr;
     if (r.kind == ValueKind::host) {
@@ -53,30 +90,42 @@ class ValueStore {
       if (it == inputs_.end())
         throw_error<InputError>("executor: {} S={} P={}: step {} needs host input '{}', which "
                                 "the caller did not supply", plan_.model, plan_.seq, plan_.past,
-                                step.name, name);
+                                step, name);
       v = &it->second;
     } else {
       auto it = values_.find(name);
       TESSERA_CHECK(it != values_.end(), "executor: step {} reads '{}', which no earlier step "
-                    "produced (or it was dropped too early)", step.name, name);
+                    "produced (or it was dropped too early)", step, name);
       v = &it->second;
     }
     if (!r.last_row) return *v;
     return row_of(r, *v);
   }
 
-  void put(const std::string& name, size_t step, std::vector<float> v) {
-    auto it = last_reader_.find(name);
-    if ((it != last_reader_.end() && it->second > step) || kept(name)) values_[name] = std::move(v);
+  // The producer's bytes of `r` when they are in `layout`, else nullptr.
+  const PackedValue* packed(const ValueRef& r, const std::string& layout) const {
+    if (r.kind != ValueKind::activation || r.last_row) return nullptr;
+    auto it = packed_.find(r.str());
+    if (it == packed_.end() || !compiler::layouts_match(it->second.layout, layout)) return nullptr;
+    return &it->second;
   }
 
-  // Drops the inputs of `step` that no later step reads.
-  void release(const Node& node, size_t step) {
-    for (const ValueRef& r : node.inputs) {
-      if (r.kind != ValueKind::activation) continue;
-      const std::string name = whole_name(r);
-      if (last_reader_.at(name) == step && !kept(name)) values_.erase(name);
-    }
+  void put(const std::string& name, size_t step, std::vector<float> v) {
+    auto it = last_reader_.find(name);
+    if ((it != last_reader_.end() && it->second >= step) || kept(name)) values_[name] = std::move(v);
+  }
+  void put_packed(const std::string& name, PackedValue v) { packed_[name] = std::move(v); }
+
+  // Drops the inputs of the launches of step `step` that no later step reads.
+  void release(const Plan& plan, const Step& s, size_t step) {
+    for (const Launch& l : s.launches)
+      for (const ValueRef& r : plan.graph.nodes.at(l.node).inputs) {
+        if (r.kind != ValueKind::activation) continue;
+        const std::string name = whole_name(r);
+        if (last_reader_.at(name) != step) continue;
+        packed_.erase(name);
+        if (!kept(name)) values_.erase(name);
+      }
   }
 
   Values take() { return std::move(values_); }
@@ -101,7 +150,9 @@ class ValueStore {
   const std::set<std::string>* keep_;
   int64_t last_row_;
   std::map<std::string, size_t> last_reader_;
+  std::map<std::string, std::vector<std::string>> readers_;  // layouts readers read in ("" = values)
   Values values_;
+  std::map<std::string, PackedValue> packed_;
 };
 
 // The packed weight buffers of one step, swapped into the step's host memory
@@ -130,49 +181,69 @@ class WeightSwap {
   std::vector<std::pair<std::vector<std::byte>*, std::string>> swapped_;
 };
 
-compiler::PackedWeights::Buffers& weight_buffers(compiler::PackedWeights& w, const Step& step,
+
+compiler::PackedWeights::Buffers& weight_buffers(compiler::PackedWeights& w, const Launch& l,
                                                  size_t input) {
   const std::string key =
-      input < step.weight_layouts.size() ? step.weight_layouts[input] : std::string();
+      input < l.weight_layouts.size() ? l.weight_layouts[input] : std::string();
   if (key.empty())
     throw_error<InternalError>("executor: step {} has no weight layout key for its input {}",
-                               step.name, input);
+                               l.name, input);
   if (!w.contains(key))
     throw_error<InternalError>("executor: step {} needs weight layout '{}', which the packed "
-                               "weights (model '{}', {} layouts) do not hold", step.name, key,
+                               "weights (model '{}', {} layouts) do not hold", l.name, key,
                                w.model, w.keys().size());
   return w.get_mut(key);
 }
 
-std::vector<float> run_npu_step(const Step& step, const Node& node, const ValueStore& values,
-                                compiler::PackedWeights& weights, const npu::Simulator& sim) {
-  TESSERA_CHECK(step.op != nullptr, "executor: NPU step {} has no built op", step.name);
-  const kernels::BuiltOp& op = *step.op;
+// Puts a producer's bytes into the input buffers of a reader with the same layout.
+void take_packed(const Launch& l, size_t input, const PackedValue& v, npu::HostMemory& host) {
+  const auto& names = l.in_buffers.at(input);
+  TESSERA_CHECK(names.size() == v.buffers.size(), "executor: step {} input {} spans {} buffers, its "
+                "producer wrote {}", l.name, input, names.size(), v.buffers.size());
+  for (size_t b = 0; b < names.size(); ++b) {
+    auto& dst = host.at(names[b]);
+    TESSERA_CHECK(dst.size() == v.buffers[b].size(), "executor: step {} buffer {} has {} bytes, "
+                  "its producer's {}", l.name, names[b], dst.size(), v.buffers[b].size());
+    std::memcpy(dst.data(), v.buffers[b].data(), dst.size());
+  }
+}
+
+// One launch of an NPU step: weights swapped in, activations packed (or taken
+// as the producer's bytes when the layouts match), the design simulated.
+void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
+                    compiler::PackedWeights& weights, const npu::Simulator& sim, size_t step) {
+  TESSERA_CHECK(l.op != nullptr, "executor: NPU step {} has no built op", l.name);
+  const kernels::BuiltOp& op = *l.op;
   TESSERA_CHECK(op.inputs.size() == node.inputs.size() && op.outputs.size() == 1,
-                "executor: step {} ({}) has {} inputs / {} outputs, its node {} inputs", step.name,
+                "executor: step {} ({}) has {} inputs / {} outputs, its node {} inputs", l.name,
                 op.shape.key(), op.inputs.size(), op.outputs.size(), node.inputs.size());
   npu::HostMemory host;
   WeightSwap swap(host);  // declared after `host`: swaps back before host dies
   for (size_t i = 0; i < node.inputs.size(); ++i)
     if (node.inputs[i].kind == ValueKind::weight)
-      swap.swap_in(weight_buffers(weights, step, i), step.weight_layouts[i]);
+      swap.swap_in(weight_buffers(weights, l, i), l.weight_layouts[i]);
   for (const npu::HostBuffer& h : op.design.host_buffers) {
     auto [it, fresh] = host.try_emplace(h.name);
     // Zero-filled first, as run_op does: padding no pack() writes must read 0.
     if (fresh) it->second.assign(static_cast<size_t>(h.bytes), std::byte{0});
     else if (it->second.size() != static_cast<size_t>(h.bytes))
       throw_error<InternalError>("executor: step {}: packed weight buffer '{}' has {} bytes, "
-                                 "the design declares {}", step.name, h.name, it->second.size(),
+                                 "the design declares {}", l.name, h.name, it->second.size(),
                                  h.bytes);
   }
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const ValueRef& r = node.inputs[i];
     if (r.kind == ValueKind::weight) continue;
-    std::span<const float> v = values.get(r, step);
+    if (const PackedValue* pv = values.packed(r, l.in_layouts.at(i))) {
+      take_packed(l, i, *pv, host);
+      continue;
+    }
+    std::span<const float> v = values.get(r, l.name);
     const int64_t want = shape_numel(op.inputs[i].shape);
     if (static_cast<int64_t>(v.size()) != want) {
       const std::string msg = fmt::format("executor: step {} input {} has {} values, {} needs {}",
-                                          step.name, r.str(), v.size(), op.shape.key(), want);
+                                          l.name, r.str(), v.size(), op.shape.key(), want);
       if (r.kind == ValueKind::host) throw InputError(msg);
       throw InternalError(msg);
     }
@@ -180,26 +251,31 @@ std::vector<float> run_npu_step(const Step& step, const Node& node, const ValueS
   }
   if (op.patch) sim.run(op.patch(op.design, host), host);
   else sim.run(op.design, host);
-  return op.unpack(0, host);
+  if (values.wants_values(l.name, l.out_layout)) values.put(l.name, step, op.unpack(0, host));
+  if (values.wants_packed(l.name, l.out_layout)) {
+    PackedValue pv{l.out_layout, {}};
+    for (const std::string& b : l.out_buffers) pv.buffers.push_back(std::move(host.at(b)));
+    values.put_packed(l.name, std::move(pv));
+  }
 }
 
-std::vector<float> run_host_step(const Step& step, const Node& node, const ValueStore& values,
+std::vector<float> run_host_step(const Launch& l, const Node& node, const ValueStore& values,
                                  compiler::PackedWeights& weights) {
-  const std::string& op = step.shape.op;
+  const std::string& op = l.shape.op;
   if (op == "embedding") {
-    const auto& buffers = weight_buffers(weights, step, 1);
+    const auto& buffers = weight_buffers(weights, l, 1);
     auto table = buffers.find("table");
     if (table == buffers.end())
       throw_error<InternalError>("executor: step {}: weight layout '{}' has no 'table' buffer",
-                                 step.name, step.weight_layouts[1]);
-    return host_embedding(step.shape, values.get(node.inputs[0], step), table->second);
+                                 l.name, l.weight_layouts[1]);
+    return host_embedding(l.shape, values.get(node.inputs[0], l.name), table->second);
   }
   if (op == "kv_append")
-    return host_kv_append(step.shape, values.get(node.inputs[0], step),
-                          values.get(node.inputs[1], step));
-  if (op == "argmax") return host_argmax(step.shape, values.get(node.inputs[0], step));
+    return host_kv_append(l.shape, values.get(node.inputs[0], l.name),
+                          values.get(node.inputs[1], l.name));
+  if (op == "argmax") return host_argmax(l.shape, values.get(node.inputs[0], l.name));
   throw_error<InternalError>("executor: step {}: op '{}' has no host implementation (host steps: "
-                             "embedding, kv_append, argmax)", step.name, op);
+                             "embedding, kv_append, argmax)", l.name, op);
 }
 
 }  // namespace
@@ -216,16 +292,18 @@ ExecResult Executor::run(const Plan& plan, const Values& inputs, const std::set<
   const auto t_run = Clock::now();
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& step = plan.steps[i];
-    TESSERA_CHECK(step.node < plan.graph.nodes.size(), "executor: step {} names node {} of {}",
-                  step.name, step.node, plan.graph.nodes.size());
-    const Node& node = plan.graph.nodes[step.node];
+    TESSERA_CHECK(!step.launches.empty(), "executor: step {} of {} has no launches", i, plan.steps.size());
     const auto t0 = Clock::now();
-    std::vector<float> out = step.kind == StepKind::npu
-                                 ? run_npu_step(step, node, values, *weights_, sim)
-                                 : run_host_step(step, node, values, *weights_);
-    values.put(node.output.str(), i, std::move(out));
-    values.release(node, i);
-    StepRecord rec{step.name, step.shape.op, step.kind == StepKind::npu, step.seconds(),
+    // A fused step's launches run in sequence, handing packed values on.
+    for (const Launch& l : step.launches) {
+      TESSERA_CHECK(l.node < plan.graph.nodes.size(), "executor: step {} names node {} of {}",
+                    l.name, l.node, plan.graph.nodes.size());
+      const Node& node = plan.graph.nodes[l.node];
+      if (step.kind == StepKind::npu) run_npu_launch(l, node, values, *weights_, sim, i);
+      else values.put(node.output.str(), i, run_host_step(l, node, values, *weights_));
+    }
+    values.release(plan, step, i);
+    StepRecord rec{step.name(), step.front().shape.op, step.kind == StepKind::npu, step.seconds(),
                    seconds_since(t0)};
     result.predicted_seconds += rec.predicted_seconds;
     result.steps.push_back(std::move(rec));

@@ -92,6 +92,7 @@ compiler::Plan Session::lower_plan(int64_t seq, int64_t past) {
   po.style = opts_.style;
   po.context = context_;
   po.host = opts_.host;
+  po.passes = seq == 1 ? opts_.decode_passes : opts_.prefill_passes;
   return compiler::lower(config_, seq, past, *cache_, po);
 }
 

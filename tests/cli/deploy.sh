@@ -22,7 +22,7 @@ done
 
 # Rerun: every phase verified by sha256 and skipped.
 "$bin" deploy --preset tiny --out "$d" --seq 9 --tokens 4 > "$tmp/out2.txt" 2>/dev/null || fail "rerun failed"
-[ "$(grep -c 'skipped (resumed)' "$tmp/out2.txt")" -eq 5 ] || fail "rerun did not resume: $(cat "$tmp/out2.txt")"
+[ "$(grep -c 'skipped (resumed)' "$tmp/out2.txt")" -eq 7 ] || fail "rerun did not resume: $(cat "$tmp/out2.txt")"
 
 # Generation from the deployment: text on stdout, one timing line on stderr.
 "$bin" run "$d" -p "Once upon a time" -n 6 --temperature 0.9 --top-k 40 --seed 7 > "$tmp/run.txt" 2> "$tmp/run.err" \

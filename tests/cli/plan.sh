@@ -13,8 +13,22 @@ grep -q "^plan tiny style=default S=33 P=0 context=2048 spec=xdna2$" "$tmp/out.t
   || fail "no prefill header: $(head -2 "$tmp/out.txt")"
 grep -q "^plan tiny style=default S=1 P=33 context=2048 spec=xdna2$" "$tmp/out.txt" \
   || fail "no decode header"
-grep -Eq "^  npu +L0\.q +linear K=128 M=33 N=128 .*us\)? (overhead|compute|vector|stream|dma|ddr|fill_drain)$" \
-  "$tmp/out.txt" || fail "no L0.q prefill dispatch line with time and bound"
+grep -Eq "^  npu +L0\.q\.\.L0\.v +linear K=128 M=33 N=128 .*us\)? (overhead|compute|vector|stream|dma|ddr|fill_drain)$" \
+  "$tmp/out.txt" || fail "no fused L0.q..L0.v prefill dispatch line with time and bound"
+grep -Eq "^    n[0-9]+ tiles=.* in=a:[0-9a-f]{8},- w=-,w:L0\.q_proj@[0-9a-f]{8} out=a:" "$tmp/out.txt" \
+  || fail "no L0.q launch line with layout keys"
+for pass in place build fuse buffers reuse-buffers; do
+  grep -Eq "^pass $pass +prefill .* -> .* ms \| decode .* \| moved: " "$tmp/out.txt" || fail "no stats line for $pass"
+done
+
+# Switching passes: without fuse every node of the layer is its own dispatch.
+"$bin" plan --preset tiny --seq 33 --disable-pass fuse > "$tmp/nofuse.txt" || fail "--disable-pass exited $?"
+grep -Eq "^  npu +L0\.q +linear K=128 M=33 N=128 " "$tmp/nofuse.txt" || fail "--disable-pass fuse: L0.q fused"
+grep -q "^pass fuse" "$tmp/nofuse.txt" && fail "--disable-pass fuse still ran fuse"
+"$bin" plan --preset tiny --seq 33 --passes place,build,buffers --print-after build > "$tmp/pa.txt" \
+  || fail "--print-after exited $?"
+grep -q "^passes place,build$" "$tmp/pa.txt" || fail "--print-after build does not show the IR after build"
+grep -q "^buffers (0, 0 bytes)$" "$tmp/pa.txt" || fail "IR after build already has buffers"
 grep -Eq "^  host +embed +embedding " "$tmp/out.txt" || fail "default style: embedding is not a host step"
 grep -Eq "^  prefill S=33: .* ms .*dispatches, [0-9]+ per layer$" "$tmp/out.txt" || fail "no prefill total"
 grep -Eq "^  decode P=33: .* ms per token .* tok/s" "$tmp/out.txt" || fail "no decode total"
@@ -54,7 +68,8 @@ grep -Eq "^  prefill rms_gemms_rope +x[0-9]+ +npu 6 launches .* bound " "$tmp/ai
 
 "$bin" plan --preset tiny --seq 33 --style per-op --json > "$tmp/p.json" || fail "--json exited $?"
 for key in preset style seq prefill_seconds decode_seconds_per_token decode_tokens_per_second \
-           dispatches_per_layer_prefill dispatches_per_layer_decode dispatches; do
+           dispatches_per_layer_prefill dispatches_per_layer_decode dispatches \
+           prefill_bound_seconds decode_bound_seconds_per_token pass_stats; do
   grep -q "\"$key\":" "$tmp/p.json" || fail "JSON lacks $key"
 done
 grep -q '"style": "per-op"' "$tmp/p.json" || fail "JSON style is not per-op"
@@ -73,5 +88,10 @@ grep -q "per-op, default, iron, mlir-air" "$tmp/err.txt" || fail "bad style erro
 [ "$rc" -eq 2 ] || fail "seq over context: exit $rc, want 2"
 "$bin" plan > /dev/null 2>&1; rc=$?
 [ "$rc" -eq 2 ] || fail "no model: exit $rc, want 2"
+"$bin" plan --preset tiny --disable-pass build > /dev/null 2> "$tmp/err.txt"; rc=$?
+[ "$rc" -eq 2 ] || fail "disabling a required pass: exit $rc, want 2"
+"$bin" plan --preset tiny --passes place,nope > /dev/null 2> "$tmp/err.txt"; rc=$?
+[ "$rc" -eq 2 ] || fail "unknown pass: exit $rc, want 2"
+grep -q "unknown pass 'nope'" "$tmp/err.txt" || fail "unknown pass not named: $(cat "$tmp/err.txt")"
 set -e
 echo "plan.sh OK"

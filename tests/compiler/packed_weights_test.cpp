@@ -63,8 +63,9 @@ std::set<std::string> keys_of(const std::vector<const Plan*>& plans) {
   std::set<std::string> out;
   for (const Plan* p : plans)
     for (const Step& s : p->steps)
-      for (const auto& k : s.weight_layouts)
-        if (!k.empty()) out.insert(k);
+      for (const Launch& l : s.launches)
+        for (const auto& k : l.weight_layouts)
+          if (!k.empty()) out.insert(k);
   return out;
 }
 
@@ -96,8 +97,10 @@ TEST(PackWeights, PackedBuffersRunLikePack) {
   const PackedWeights pw = pack_weights(f.plans(), f.config, f.weights);
   for (const Plan* p : f.plans()) {
     for (const char* name : {"L1.q", "L0.attn_norm", "logits"}) {
-      const Step* st = nullptr;
-      for (const Step& s : p->steps) if (s.name == name) st = &s;
+      const Launch* st = nullptr;
+      for (const Step& s : p->steps)
+        for (const Launch& l : s.launches)
+          if (l.name == name) st = &l;
       ASSERT_NE(st, nullptr) << name;
       const kernels::BuiltOp& op = *st->op;
       const Node& node = p->graph.nodes[st->node];

@@ -8,9 +8,6 @@
 //   TESSERA_UPDATE_GOLDEN=1 <build>/compiler/tessera_compiler_slow_tests --gtest_filter='*PlanGolden*'
 // and review the diff like code.
 #include <cctype>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -21,26 +18,18 @@
 namespace tessera::compiler {
 namespace {
 
+using testing_util::check_golden;
 using testing_util::with_layers;
 
-Plan lower_style(const model::ModelConfig& c, int64_t S, int64_t P, PlanStyle style) {
+DesignCache& shared_cache() {
   static DesignCache cache(npu::DeviceSpec::preset("xdna2"));
-  PlanOptions o;
-  o.style = style;
-  return lower(c, S, P, cache, o);
+  return cache;
 }
 
-void check_golden(const std::string& text, const std::string& file) {
-  const std::string path = std::string(TESSERA_SOURCE_DIR) + "/tests/data/compiler/" + file;
-  if (std::getenv("TESSERA_UPDATE_GOLDEN")) {
-    std::ofstream(path) << text;
-    return;
-  }
-  std::ifstream in(path);
-  ASSERT_TRUE(in) << "missing golden " << path << " (TESSERA_UPDATE_GOLDEN=1 writes it)";
-  std::stringstream want;
-  want << in.rdbuf();
-  EXPECT_EQ(text, want.str()) << "golden " << path << " differs";
+Plan lower_style(const model::ModelConfig& c, int64_t S, int64_t P, PlanStyle style) {
+  PlanOptions o;
+  o.style = style;
+  return lower(c, S, P, shared_cache(), o);
 }
 
 // One test per preset, both styles in it: the styles share the designs and
@@ -52,8 +41,13 @@ TEST_P(PlanGolden, PrefillAndDecodeDumps) {
   const auto c = with_layers(GetParam(), 2);
   for (PlanStyle style : {PlanStyle::per_op, PlanStyle::standard}) {
     const std::string tag = fmt::format("plan_{}_L2_{}", GetParam(), plan_style_name(style));
-    check_golden(lower_style(c, 17, 0, style).dump(), tag + "_S17.txt");
-    check_golden(lower_style(c, 1, 17, style).dump(), tag + "_S1_P17.txt");
+    const std::string pre = lower_style(c, 17, 0, style).dump();
+    const std::string dec = lower_style(c, 1, 17, style).dump();
+    check_golden(pre, tag + "_S17.txt");
+    check_golden(dec, tag + "_S1_P17.txt");
+    // The plan IR reads back byte for byte.
+    EXPECT_EQ(parse_plan(pre, shared_cache()).dump(), pre) << tag;
+    EXPECT_EQ(parse_plan(dec, shared_cache()).dump(), dec) << tag;
   }
 }
 

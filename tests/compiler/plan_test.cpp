@@ -17,16 +17,7 @@ namespace {
 
 using testing_util::with_layers;
 
-// A preset with its vocabulary cut to 1024 tokens: the embedding-table and
-// LM-head probes of a 150k vocabulary cost seconds, and no test here is about
-// the vocabulary size (the goldens keep the real one).
-model::ModelConfig small_vocab(const std::string& preset, int64_t layers) {
-  model::ModelConfig c = with_layers(preset, layers);
-  c.vocab_size = 1024;
-  c.bos_token_ids = {1};
-  c.eos_token_ids = {2};
-  return c;
-}
+using testing_util::small_vocab;
 
 // One cache for the whole test binary: builds are the slow part.
 DesignCache& cache() {
@@ -44,8 +35,15 @@ std::string hash_of(const std::string& key) { return key.substr(key.find('@')); 
 
 const Step& step_named(const Plan& p, const std::string& name) {
   for (const Step& s : p.steps)
-    if (s.name == name) return s;
+    if (s.name() == name) return s;
   throw std::runtime_error("no step " + name);
+}
+
+const Launch& launch_named(const Plan& p, const std::string& name) {
+  for (const Step& s : p.steps)
+    for (const Launch& l : s.launches)
+      if (l.name == name) return l;
+  throw std::runtime_error("no launch " + name);
 }
 
 TEST(PlanStyle, ParsesNamesAndRejectsOthers) {
@@ -58,18 +56,21 @@ TEST(PlanStyle, ParsesNamesAndRejectsOthers) {
 TEST(Plan, PerOpDispatchesEveryNodeDefaultMovesDataOpsToHost) {
   const auto c = model::preset("tiny");
   const Plan per_op = lower_style(c, 17, 0, PlanStyle::per_op);
-  const Plan def = lower_style(c, 17, 0, PlanStyle::standard);
+  PlanOptions o;
+  o.disabled = {"fuse"};
+  const Plan def = lower(c, 17, 0, cache(), o);
   ASSERT_EQ(per_op.steps.size(), per_op.graph.nodes.size());
   ASSERT_EQ(def.steps.size(), def.graph.nodes.size());
   EXPECT_EQ(per_op.dispatches(), static_cast<int64_t>(per_op.steps.size()));
   for (const Step& s : def.steps) {
-    const std::string& op = s.shape.op;
+    ASSERT_EQ(s.launches.size(), 1u);
+    const std::string& op = s.front().shape.op;
     const bool host = op == "embedding" || op == "kv_append" || op == "argmax";
-    EXPECT_EQ(s.kind, host ? StepKind::host : StepKind::npu) << s.name;
-    EXPECT_EQ(s.bound() == "host", host) << s.name;
-    EXPECT_GT(s.seconds(), 0) << s.name;
+    EXPECT_EQ(s.kind, host ? StepKind::host : StepKind::npu) << s.name();
+    EXPECT_EQ(s.bound() == "host", host) << s.name();
+    EXPECT_GT(s.seconds(), 0) << s.name();
     if (host) {
-      EXPECT_EQ(s.op, nullptr) << s.name;
+      EXPECT_EQ(s.front().op, nullptr) << s.name();
     }
   }
   // Per layer: the two kv_append nodes leave the NPU.
@@ -83,6 +84,7 @@ TEST(Plan, StepTimesAddUpAndFollowTheHostModel) {
   o.host.bytes_per_second = 1e9;
   o.host.step_overhead_seconds = 1e-6;
   const auto c = model::preset("tiny");
+  o.disabled = {"fuse"};
   const Plan p = lower(c, 5, 0, cache(), o);
   double sum = 0;
   for (const Step& s : p.steps) sum += s.seconds();
@@ -93,7 +95,7 @@ TEST(Plan, StepTimesAddUpAndFollowTheHostModel) {
   // rmsnorm re-layout: x in and y out, [5, hidden] bf16 each; the weight is packed offline.
   const Step& norm = step_named(p, "L0.attn_norm");
   EXPECT_DOUBLE_EQ(norm.relayout_seconds, 2.0 * 5 * c.hidden_size * 2 / 1e9);
-  EXPECT_DOUBLE_EQ(norm.seconds(), norm.timing.total_seconds + norm.relayout_seconds);
+  EXPECT_DOUBLE_EQ(norm.seconds(), norm.front().timing.total_seconds + norm.relayout_seconds);
 }
 
 TEST(Plan, ContextDefaultsToTheModelCappedAndLimitsSeqPlusPast) {
@@ -129,29 +131,30 @@ TEST(Plan, BuildsAreMemoizedAcrossLayersAndPlans) {
   EXPECT_EQ(local.size(), after_decode + 1);  // attention_decode T=11 (kv_append is on the host)
   // Same (shape, tiles) -> the same BuiltOp object.
   const Plan q = lower(c, 9, 0, local);
-  EXPECT_EQ(step_named(p, "L0.q").op.get(), step_named(q, "L1.q").op.get());
+  EXPECT_EQ(launch_named(p, "L0.q").op.get(), launch_named(q, "L1.q").op.get());
 }
 
 TEST(Plan, WeightLayoutsNameWeightInputsOnly) {
   const Plan p = lower_style(small_vocab("qwen2.5-0.5b", 2), 17, 0, PlanStyle::per_op);
-  for (const Step& s : p.steps) {
-    const Node& n = p.graph.nodes[s.node];
-    ASSERT_EQ(s.weight_layouts.size(), n.inputs.size()) << s.name;
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      if (n.inputs[i].kind == ValueKind::weight)
-        EXPECT_EQ(s.weight_layouts[i].rfind(n.inputs[i].str() + "@", 0), 0u) << s.name;
-      else
-        EXPECT_EQ(s.weight_layouts[i], "") << s.name;
+  for (const Step& st : p.steps)
+    for (const Launch& s : st.launches) {
+      const Node& n = p.graph.nodes[s.node];
+      ASSERT_EQ(s.weight_layouts.size(), n.inputs.size()) << s.name;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        if (n.inputs[i].kind == ValueKind::weight)
+          EXPECT_EQ(s.weight_layouts[i].rfind(n.inputs[i].str() + "@", 0), 0u) << s.name;
+        else
+          EXPECT_EQ(s.weight_layouts[i], "") << s.name;
+      }
     }
-  }
   // Same op, same packing: layers differ only in the weight's name.
-  EXPECT_EQ(step_named(p, "L0.q_pre_bias").weight_layouts[1],
-            "w:L0.q_proj" + hash_of(step_named(p, "L1.q_pre_bias").weight_layouts[1]));
-  EXPECT_EQ(step_named(p, "L0.q").weight_layouts[1],
-            "w:L0.q_bias" + hash_of(step_named(p, "L1.q").weight_layouts[1]));
+  EXPECT_EQ(launch_named(p, "L0.q_pre_bias").weight_layouts[1],
+            "w:L0.q_proj" + hash_of(launch_named(p, "L1.q_pre_bias").weight_layouts[1]));
+  EXPECT_EQ(launch_named(p, "L0.q").weight_layouts[1],
+            "w:L0.q_bias" + hash_of(launch_named(p, "L1.q").weight_layouts[1]));
   // Default style: the host gathers rows of the plain table.
   const Plan d = lower_style(small_vocab("qwen2.5-0.5b", 2), 17, 0, PlanStyle::standard);
-  EXPECT_EQ(step_named(d, "embed").weight_layouts[1], "w:embed_tokens@table");
+  EXPECT_EQ(launch_named(d, "embed").weight_layouts[1], "w:embed_tokens@table");
 }
 
 // The W layout of a prefill linear must not depend on M: one packed copy
@@ -223,8 +226,9 @@ TEST(Plan, BuffersCoverWeightsActivationsCacheAndIo) {
   const Plan p = lower_style(c, 17, 0, PlanStyle::standard);
   std::set<std::string> keys;
   for (const Step& s : p.steps)
-    for (const auto& k : s.weight_layouts)
-      if (!k.empty()) keys.insert(k);
+    for (const Launch& l : s.launches)
+      for (const auto& k : l.weight_layouts)
+        if (!k.empty()) keys.insert(k);
   std::map<BufferKind, int> count;
   std::set<std::string> names;
   for (const BufferDecl& b : p.buffers) {

@@ -99,15 +99,17 @@ TEST(Deploy, TinyPassesWritesArtifactsResumesAndRedoesTampered) {
   DeployOptions o = tiny_options("tiny", out);
   const DeployReport r = deploy(o);
   ASSERT_TRUE(r.passed()) << r.failure();
-  EXPECT_EQ(statuses(r), (std::vector<std::string>{"0:passed", "1:passed", "2:passed", "3:passed", "6:passed"}));
+  EXPECT_EQ(statuses(r), (std::vector<std::string>{"0:passed", "1:passed", "2:passed", "3:passed", "4:passed",
+                                                 "5:passed", "6:passed"}));
   for (const char* f : {"manifest.json", "model/config.json", "model/tokenizer.json", "weights.safetensors",
                         "plan.txt", "plan.md", "issues.md", "report.json", "spec.json", "phase0.json",
-                        "phase1.json", "phase2.json", "phase3.json", "phase6.json"})
+                        "phase1.json", "phase2.json", "phase3.json", "phase4.json", "phase5.json",
+                        "phase6.json", "perf_opt_traj.md", "plan_final.txt", "plan_final.md"})
     EXPECT_TRUE(fs::exists(out / f)) << f;
   const auto rep = nlohmann::json::parse(slurp(out / "report.json"));
   for (const char* k : {"model", "passed", "failure", "phases"}) EXPECT_TRUE(rep.contains(k)) << k;
   EXPECT_TRUE(rep["passed"].get<bool>());
-  const auto p6 = rep["phases"][4]["details"];
+  const auto p6 = rep["phases"][6]["details"];
   for (const char* k : {"prefill_predicted_seconds", "prefill_host_seconds", "decode_predicted_seconds_per_token",
                         "decode_host_seconds_per_token", "npu_tokens", "oracle_tokens", "disagreements"})
     EXPECT_TRUE(p6.contains(k)) << k;
@@ -127,7 +129,8 @@ TEST(Deploy, TinyPassesWritesArtifactsResumesAndRedoesTampered) {
   const DeployReport redo = deploy(o);
   ASSERT_TRUE(redo.passed()) << redo.failure();
   EXPECT_EQ(statuses(redo), (std::vector<std::string>{"0:skipped (resumed)", "1:skipped (resumed)", "2:passed",
-                                                     "3:skipped (resumed)", "6:skipped (resumed)"}));
+                                                     "3:skipped (resumed)", "4:skipped (resumed)",
+                                                     "5:skipped (resumed)", "6:skipped (resumed)"}));
   const std::string issues = slurp(out / "issues.md");
   EXPECT_NE(issues.find("weights.safetensors: sha256 mismatch"), std::string::npos) << issues;
   EXPECT_NE(issues.find("repacked"), std::string::npos) << issues;
@@ -169,6 +172,47 @@ TEST(Deploy, PlantedBugInLayer0FailsPhase2NamingTheTap) {
 TEST(Deploy, PlantedBugInALaterLayerFailsPhase3NamingTheLayer) {
   const DeployReport r = planted("w:L2.down_proj@", 3, "bug2");
   EXPECT_NE(r.failure().find("phase 3 (model): L2.h_out"), std::string::npos) << r.failure();
+}
+
+// Phases 4 / 5 keep the passes that hold: the optimized plans are faster,
+// fused, and perf_opt_traj.md has a row per pass tried; the final plan IR
+// reads back.
+TEST(Deploy, PhasesFourAndFiveKeepPassesAndLogThem) {
+  const fs::path out = scratch("opt");
+  const DeployReport r = deploy(tiny_options("tiny", out));
+  ASSERT_TRUE(r.passed()) << r.failure();
+  for (int phase : {4, 5}) {
+    const PhaseResult& p = r.phases[static_cast<size_t>(phase)];
+    EXPECT_EQ(p.details["passes"], (std::vector<std::string>{"place", "build", "fuse", "buffers", "reuse-buffers"}));
+    for (const auto& t : p.details["tried"]) EXPECT_TRUE(t["kept"].get<bool>()) << t.dump();
+  }
+  const auto& tried4 = r.phases[4].details["tried"];
+  EXPECT_LT(tried4[0]["prefill_after"].get<double>(), tried4[0]["prefill_before"].get<double>());
+  const std::string traj = slurp(out / "perf_opt_traj.md");
+  EXPECT_NE(traj.find("| 4 | fuse |"), std::string::npos) << traj;
+  EXPECT_NE(traj.find("| 5 | reuse-buffers |"), std::string::npos) << traj;
+  const std::string final_plan = slurp(out / "plan_final.txt");
+  compiler::DesignCache cache(npu::DeviceSpec::preset("xdna2"));
+  const std::string prefill = final_plan.substr(0, final_plan.find("\n\nplan ") + 1);
+  EXPECT_EQ(compiler::parse_plan(prefill, cache).dump(), prefill);
+}
+
+// A pass with a planted bug is rolled back and named; the deploy goes on.
+TEST(Deploy, PlantedPassBugIsRolledBackAndNamed) {
+  DeployOptions o = tiny_options("tiny", scratch("passbug"));
+  o.plant_pass_bug = "fuse";
+  const DeployReport r = deploy(o);
+  ASSERT_TRUE(r.passed()) << r.failure();
+  for (int phase : {4, 5}) {
+    const PhaseResult& p = r.phases[static_cast<size_t>(phase)];
+    ASSERT_FALSE(p.checks.empty());
+    EXPECT_EQ(p.checks[0].name, "pass fuse");
+    EXPECT_FALSE(p.checks[0].passed);
+    EXPECT_NE(p.checks[0].message.find("pass 'fuse' broke the plan"), std::string::npos) << p.checks[0].message;
+  }
+  const std::string issues = slurp(o.out / "issues.md");
+  EXPECT_NE(issues.find("phase 4: pass 'fuse' rolled back"), std::string::npos) << issues;
+  EXPECT_NE(slurp(o.out / "perf_opt_traj.md").find("failed (rolled back)"), std::string::npos);
 }
 
 TEST(Deploy, RejectsBadOptions) {

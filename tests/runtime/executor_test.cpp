@@ -234,8 +234,8 @@ TEST(Executor, MissingInputAndLayoutAreNamedAndWeightsSurviveErrors) {
   // embedding: the id is checked after the table is in place) must leave the
   // packed weights as they were.
   const Plan per_op = testing::lower_plan(m, 5, 0, PlanStyle::per_op);
-  const std::string table = per_op.steps[0].weight_layouts.at(1);
-  ASSERT_EQ(per_op.steps[0].shape.op, "embedding");
+  const std::string table = per_op.steps[0].front().weight_layouts.at(1);
+  ASSERT_EQ(per_op.steps[0].front().shape.op, "embedding");
   const auto before = m.packed->get(table);
   Values bad = host_inputs(m, tokens, 0);
   bad["host:token_ids"][3] = static_cast<float>(m.config.vocab_size);

@@ -1,5 +1,5 @@
 #pragma once
-// `tessera deploy`: phases 0, 1, 2, 3 and 6 in order (DESIGN.md "The eight
+// `tessera deploy`: phases 0 to 6 in order (DESIGN.md "The eight
 // phases"), each gated against the FP32 oracle; stops at the first failing
 // gate with a report naming the phase, the tap and the metrics.
 //
@@ -8,7 +8,10 @@
 //                        per phase: status (passed | failed), inputs' sha256
 //   model/               config.json + tokenizer.json (copied from the source)
 //   weights.safetensors  packed weights (compiler/packed_weights.h)
-//   plan.txt             Plan::dump() of the prefill and decode plans
+//   plan.txt             Plan::dump() of the prefill and decode plans (after
+//                        phases 4 / 5: the optimized ones)
+//   perf_opt_traj.md     phases 4 / 5: one row per pass tried (predicted
+//                        prefill / decode before -> after, bound, gate verdict)
 //   plan.md              the plan in words: dispatches per layer, predicted
 //                        prefill / decode time, top bounding terms
 //   issues.md            what failed and what was done about it
@@ -51,12 +54,15 @@ struct DeployOptions {
   // The gate prompt as token ids (e.g. a transformers fixture's prompt); empty:
   // gate_seq ids drawn from `seed` over the vocabulary. Its length overrides gate_seq.
   std::vector<int32_t> prompt;
-  int last_phase = 6;            // stop after this phase (0, 1, 2, 3 or 6)
+  int last_phase = 6;            // stop after this phase (0 .. 6)
   // Test injection (planted bugs): phase 1's builder lookup (empty: the
   // registered builders), and a hook that edits the packed weights after they
   // are packed or loaded, before phases 2, 3 and 6 run on them.
   BuilderLookup builders;
   std::function<void(compiler::PackedWeights&)> tamper_packed;
+  // A compiler pass to run with its planted bug in phases 4 / 5 (passes.h):
+  // the phase must roll it back and name it.
+  std::string plant_pass_bug;
 };
 
 // One gated quantity: a tap (phase 2), a layer output (phase 3), logits, a

@@ -49,6 +49,9 @@ struct SessionOptions {
   int64_t context = 0;  // KV capacity in positions; 0: config max capped at 4096
   BucketPolicy bucket = BucketPolicy::exact;
   compiler::HostModel host;
+  // Pass pipelines (compiler/passes.h) for prefill (S > 1) and decode (S = 1)
+  // plans; empty: the style's.
+  std::vector<std::string> prefill_passes, decode_passes;
   // Values to keep from each call (ExecResult::values) for the gates; empty:
   // only the logits.
   std::set<std::string> keep;

@@ -1,0 +1,167 @@
+// Layout probes (layout_probe.h). The output probe inverts unpack(): every
+// bf16 slot of the design's output buffers is filled with one base-256 digit
+// of its own index (as the bf16-exact integer digit + 1), unpack() tells
+// which slot each logical element was read from, and the probe tensor is then
+// written to exactly those slots - the bytes a consumer whose pack() writes
+// the same would read.
+#include "layout_probe.h"
+
+#include <cstring>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "tessera/core/bf16.h"
+#include "tessera/core/error.h"
+#include "tessera/kernels/builders/builder_support.h"
+
+namespace tessera::compiler::detail {
+
+namespace {
+
+// FNV-1a, 64-bit, over 8-byte little-endian words (bytes one by one for a
+// tail): the embedding-table probe is hundreds of MB, and a word per multiply
+// keeps hashing it well under a second. Folded to 32 bits for the key.
+class Fnv1a {
+ public:
+  void bytes(const std::byte* p, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      mix(w);
+    }
+    for (; i < n; ++i) mix(static_cast<uint64_t>(p[i]));
+  }
+  void text(std::string_view s) { bytes(reinterpret_cast<const std::byte*>(s.data()), s.size()); }
+  void number(uint64_t v) { mix(v); }
+  uint32_t digest() const { return static_cast<uint32_t>(h_ ^ (h_ >> 32)); }
+
+ private:
+  void mix(uint64_t w) {
+    h_ ^= w;
+    h_ *= 0x100000001b3ull;
+  }
+  uint64_t h_ = 0xcbf29ce484222325ull;
+};
+
+// bf16-exact ramp (|v| <= 125/64 needs 7 significand bits): packing cannot
+// round two layouts differently, and distinct positions mostly differ.
+std::vector<float> weight_probe(int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>((i % 251) - 125) / 64.f;
+  return v;
+}
+
+// The same without zeros: a zero in the probe would look like padding.
+float act_probe(int64_t i) {
+  const int64_t r = i % 250;
+  return static_cast<float>(r < 125 ? r - 125 : r - 124) / 64.f;
+}
+
+ProbeResult hash_memory(const npu::HostMemory& host, bool names) {
+  Fnv1a h;
+  ProbeResult p;
+  for (const auto& [name, buf] : host) {  // std::map: name order, stable
+    if (names) h.text(name);
+    h.number(buf.size());
+    h.bytes(buf.data(), buf.size());
+    p.bytes += static_cast<int64_t>(buf.size());
+    p.buffers.push_back(name);
+  }
+  p.hash = h.digest();
+  return p;
+}
+
+ProbeResult pack_probe(const kernels::BuiltOp& op, size_t input, bool names, bool nonzero) {
+  TESSERA_CHECK(input < op.inputs.size(), "{}: input {} of {}", op.shape.key(), input,
+                op.inputs.size());
+  const int64_t n = shape_numel(op.inputs[input].shape);
+  std::vector<float> values;
+  if (nonzero) {
+    values.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) values[i] = act_probe(i);
+  } else {
+    values = weight_probe(n);
+  }
+  npu::HostMemory host;
+  op.pack(input, values, host);
+  return hash_memory(host, names);
+}
+
+void put_bf16(std::vector<std::byte>& buf, int64_t slot, float v) {
+  const uint16_t b = f32_to_bf16(v).bits;
+  std::memcpy(buf.data() + slot * 2, &b, 2);
+}
+
+}  // namespace
+
+ProbeResult probe_weight(const kernels::BuiltOp& op, size_t input) {
+  return pack_probe(op, input, true, false);
+}
+
+ProbeResult probe_input(const kernels::BuiltOp& op, size_t input) {
+  return pack_probe(op, input, false, true);
+}
+
+ProbeResult probe_output(const kernels::BuiltOp& op, size_t output) {
+  TESSERA_CHECK(output < op.outputs.size(), "{}: output {} of {}", op.shape.key(), output,
+                op.outputs.size());
+  // The host buffers the design writes (from-device DMA tasks), name order.
+  std::map<std::string, int64_t> written;
+  ProbeResult opaque;
+  opaque.opaque = true;
+  for (const npu::Launch& l : op.design.launches)
+    for (const npu::DmaTask& t : l.sequence)
+      if (!t.to_device) written[t.host_buffer] = 0;
+  for (const npu::HostBuffer& h : op.design.host_buffers) {
+    if (!written.count(h.name)) continue;
+    if (h.elem_bytes != 2) return opaque;  // ids, f32 tables: not a bf16 gather
+    written[h.name] = h.bytes;
+  }
+  // Slot s of the concatenated buffers (name order) -> buffer and element.
+  std::vector<std::pair<std::string, int64_t>> bufs(written.begin(), written.end());
+  int64_t slots = 0;
+  for (const auto& [name, bytes] : bufs) slots += bytes / 2;
+  const int64_t n = shape_numel(op.outputs[output].shape);
+  std::vector<int64_t> pos(static_cast<size_t>(n), 0);
+  int64_t scale = 1;
+  for (int digit = 0; scale < slots || digit == 0; ++digit, scale *= 256) {
+    npu::HostMemory host;
+    int64_t s = 0;
+    for (const auto& [name, bytes] : bufs) {
+      auto& buf = host[name];
+      buf.assign(static_cast<size_t>(bytes), std::byte{0});
+      for (int64_t e = 0; e < bytes / 2; ++e, ++s)
+        put_bf16(buf, e, static_cast<float>((s / scale) % 256 + 1));
+    }
+    const std::vector<float> got = op.unpack(output, host);
+    if (static_cast<int64_t>(got.size()) != n) return opaque;
+    for (int64_t j = 0; j < n; ++j) {
+      const float d = got[j] - 1;
+      if (!(d >= 0 && d < 256) || d != static_cast<float>(static_cast<int64_t>(d))) return opaque;
+      pos[j] += static_cast<int64_t>(d) * scale;
+    }
+  }
+  npu::HostMemory image;
+  for (const auto& [name, bytes] : bufs) image[name].assign(static_cast<size_t>(bytes), std::byte{0});
+  std::vector<std::pair<int64_t, std::vector<std::byte>*>> starts;  // first slot of each buffer
+  int64_t s0 = 0;
+  for (const auto& [name, bytes] : bufs) {
+    starts.emplace_back(s0, &image[name]);
+    s0 += bytes / 2;
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    if (pos[j] >= slots) return opaque;
+    size_t b = starts.size() - 1;
+    while (starts[b].first > pos[j]) --b;
+    put_bf16(*starts[b].second, pos[j] - starts[b].first, act_probe(j));
+  }
+  return hash_memory(image, false);
+}
+
+std::string activation_key(const ProbeResult& p) {
+  return p.opaque ? std::string("a:opaque") : fmt::format("a:{:08x}", p.hash);
+}
+
+}  // namespace tessera::compiler::detail

@@ -1,0 +1,13 @@
+#pragma once
+// Shared between the passes and the plan parser.
+#include "tessera/compiler/plan.h"
+
+namespace tessera::compiler::detail {
+
+// A launch for graph node `node` as the place pass sets it up: host (cost
+// from the host model, plain layouts) or npu (the layout policy's tiles).
+Launch place_launch(const Plan& plan, size_t node, bool host, const npu::DeviceSpec& spec);
+// Builds every npu launch of the plan (design, timing, layout keys).
+std::string build_launches(Plan& plan, DesignCache& cache);
+
+}  // namespace tessera::compiler::detail

@@ -1,0 +1,106 @@
+// verify_plan (passes.h): the invariants a pass must keep, checked after each.
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "tessera/compiler/passes.h"
+
+namespace tessera::compiler {
+
+namespace {
+
+std::string whole(const ValueRef& r) {
+  ValueRef w = r;
+  w.last_row = false;
+  return w.str();
+}
+
+std::string check_order(const Plan& p) {
+  std::vector<int> seen(p.graph.nodes.size(), 0);
+  std::set<std::string> made;
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    const Step& s = p.steps[i];
+    if (s.launches.empty()) return fmt::format("step {} has no launches", i);
+    if (s.kind == StepKind::host && s.launches.size() != 1)
+      return fmt::format("host step {} has {} launches", s.name(), s.launches.size());
+    // value -> out layout of launches earlier in this step
+    std::map<std::string, std::string> inside;
+    for (const Launch& l : s.launches) {
+      if (l.node >= seen.size()) return fmt::format("launch {} names node {}", l.name, l.node);
+      if (seen[l.node]++) return fmt::format("node n{} ({}) runs twice", l.node, l.name);
+      const Node& n = p.graph.nodes[l.node];
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        const ValueRef& r = n.inputs[k];
+        if (r.kind != ValueKind::activation) continue;
+        if (!made.count(whole(r)))
+          return fmt::format("{} reads {} before it is made", l.name, r.str());
+        auto it = inside.find(whole(r));
+        if (s.kind == StepKind::npu && it != inside.end() && s.launches.size() > 1 &&
+            (r.last_row || !layouts_match(it->second, l.in_layouts.at(k))))
+          return fmt::format("dispatch {} hands {} to {} in layout {}, which reads {}: a host "
+                             "re-layout inside one dispatch", s.name(), r.str(), l.name, it->second,
+                             r.last_row ? "one row" : l.in_layouts.at(k));
+      }
+      made.insert(l.name);
+      inside[l.name] = l.out_layout;
+    }
+  }
+  for (size_t i = 0; i < seen.size(); ++i)
+    if (!seen[i]) return fmt::format("node n{} ({}) is in no step", i, p.graph.nodes[i].output.str());
+  return "";
+}
+
+// An activation buffer lives from the step that makes it to its last reader.
+std::string check_lifetimes(const Plan& p) {
+  std::map<std::string, std::pair<int64_t, int64_t>> live;
+  for (size_t i = 0; i < p.steps.size(); ++i)
+    for (const Launch& l : p.steps[i].launches) {
+      const auto at = static_cast<int64_t>(i);
+      live.emplace(l.name, std::pair{at, at});
+      for (const ValueRef& r : p.graph.nodes.at(l.node).inputs)
+        if (r.kind == ValueKind::activation) {
+          auto it = live.find(whole(r));
+          if (it != live.end()) it->second.second = std::max(it->second.second, at);
+        }
+    }
+  for (const BufferDecl& b : p.buffers) {
+    if (b.kind != BufferKind::activation) continue;
+    auto it = live.find(b.name);
+    if (it == live.end()) return fmt::format("activation buffer {} is made by no step", b.name);
+    if (b.first != it->second.first || b.last != it->second.second)
+      return fmt::format("activation buffer {} is declared live {}..{}, the steps use it {}..{}",
+                         b.name, b.first, b.last, it->second.first, it->second.second);
+  }
+  return "";
+}
+
+std::string check_arena(const Plan& p) {
+  std::vector<const BufferDecl*> acts;
+  for (const BufferDecl& b : p.buffers)
+    if (b.kind == BufferKind::activation && b.offset >= 0) acts.push_back(&b);
+  for (size_t i = 0; i < acts.size(); ++i)
+    for (size_t j = i + 1; j < acts.size(); ++j) {
+      const BufferDecl& a = *acts[i];
+      const BufferDecl& b = *acts[j];
+      const bool live = a.first <= b.last && b.first <= a.last;
+      const bool bytes = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+      if (live && bytes)
+        return fmt::format("buffers {} (steps {}..{}, @{}+{}) and {} (steps {}..{}, @{}+{}) are live "
+                           "together in the same arena bytes", a.name, a.first, a.last, a.offset,
+                           a.bytes, b.name, b.first, b.last, b.offset, b.bytes);
+    }
+  return "";
+}
+
+}  // namespace
+
+std::string verify_plan(const Plan& p) {
+  if (p.steps.empty()) return "";  // not placed yet
+  std::string e = check_order(p);
+  if (e.empty()) e = check_lifetimes(p);
+  if (e.empty()) e = check_arena(p);
+  return e;
+}
+
+}  // namespace tessera::compiler
