@@ -200,6 +200,10 @@ class LinearBuilder : public OpBuilder {
                 const TileOptions& tiles) const override {
     return build_linear(shape, spec, tiles);
   }
+  std::vector<TileOptions> tile_candidates(const OpShape& shape,
+                                           const npu::DeviceSpec& spec) const override {
+    return linear_tile_candidates(shape.dim("M"), shape.dim("K"), shape.dim("N"), spec);
+  }
 };
 
 }  // namespace
