@@ -26,8 +26,12 @@ std::string y_host(int c) { return fmt::format("y_c{}", c); }
 std::string x_fifo(int r) { return fmt::format("x{}", r); }
 std::string w_fifo(int c) { return fmt::format("w{}_l1", c); }
 
-void add_fifos(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec) {
-  const int xdepth = p.kb == 1 ? 1 : 2;
+// x stays in the tile for a whole M step only when one block spans K and the
+// step's output blocks follow each other (not in the panel order).
+bool x_per_step(const LinearPlan& p) { return p.kb == 1 && !p.panel; }
+
+void add_fifos(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec, int64_t steps) {
+  const int xdepth = x_per_step(p) ? 1 : 2;
   const int64_t xobj = p.m * p.k * 2, wobj = p.n * p.k * 2, yobj = p.m * p.n * 2;
   for (int r = 0; r < p.R; ++r) {
     std::vector<TileCoord> row;
@@ -36,10 +40,17 @@ void add_fifos(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec)
   }
   for (int c = 0; c < p.C; ++c) {
     std::string w = fmt::format("w{}", c), y = fmt::format("y{}", c);
-    l.fifos.push_back(b::fifo(w, shim_tile(c), {mem_tile(spec, c)}, wobj, 2));
+    // Panel: the column's K panel of an N block stays in the mem tile (pool
+    // of kb objects) and is re-sent to the cores once per M step.
+    const int wdepth = p.panel ? static_cast<int>(std::max<int64_t>(p.kb, 2)) : 2;
+    l.fifos.push_back(b::fifo(w, shim_tile(c), {mem_tile(spec, c)}, wobj, wdepth));
     std::vector<TileCoord> col;
     for (int r = 0; r < p.R; ++r) col.push_back(core_tile(spec, c, r));
     l.fifos.push_back(b::fifo(w_fifo(c), mem_tile(spec, c), col, wobj, 2));
+    if (p.panel) {
+      l.fifos.back().repeat = static_cast<int>(steps);
+      l.fifos.back().repeat_group = static_cast<int>(p.kb);
+    }
     l.links.push_back({mem_tile(spec, c), {w}, {w_fifo(c)}, {0}});
     npu::Link yl{mem_tile(spec, c), {}, {y}, {}};
     for (int r = 0; r < p.R; ++r) {
@@ -59,6 +70,10 @@ std::vector<CoreOp> block_program(const LinearPlan& p, const std::string& x, con
                                   const std::string& y) {
   const npu::KernelParams kp{{"m", p.m}, {"k", p.k}, {"n", p.n}, {"b_layout", std::string("nk")}};
   const npu::KernelParams fin{{"count", p.m * p.n}};
+  if (p.kb == 1 && p.panel)
+    return {b::acquire_in(x), b::acquire_in(w), b::acquire_out(y),
+            b::call("gemm_init", {x, w, "acc"}, kp), b::call("gemm_finalize", {"acc", y}, fin),
+            b::release_in(x), b::release_in(w), b::release_out(y)};
   if (p.kb == 1)
     return {b::acquire_in(w), b::acquire_out(y), b::call("gemm_init", {x, w, "acc"}, kp),
             b::call("gemm_finalize", {"acc", y}, fin), b::release_in(w), b::release_out(y)};
@@ -80,6 +95,11 @@ void add_cores(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec,
       TileCoord t = core_tile(spec, c, r);
       std::string x = x_fifo(r), y = fmt::format("y{}_{}", c, r);
       l.buffers.push_back({"acc", t, p.m * p.n * 4, -1});
+      if (p.panel) {  // N blocks outer: each weight panel serves every M step
+        l.cores.push_back(
+            {t, {b::loop(p.NB, {b::loop(steps, block_program(p, x, w_fifo(c), y))})}});
+        continue;
+      }
       std::vector<CoreOp> s_body;
       if (p.kb == 1) s_body.push_back(b::acquire_in(x));  // resident for the whole M step
       s_body.push_back(b::loop(p.NB, block_program(p, x, w_fifo(c), y)));
@@ -95,6 +115,13 @@ void add_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& sp
   for (int r = 0; r < p.Rm(); ++r) {
     std::string what = fmt::format("linear x row group {}", r);
     std::string f = x_fifo(r);
+    if (p.panel) {  // the launch's x once per N block (panel pass)
+      for (int64_t done = 0; done < p.NB; done += spec.bd_max_repeat)
+        l.sequence.push_back(b::to_device(
+            f, x_host(r), span_pattern(s0 * x_step, steps * x_step, x_total,
+                                       std::min(spec.bd_max_repeat, p.NB - done), spec, what)));
+      continue;
+    }
     if (p.kb == 1) {
       l.sequence.push_back(b::to_device(
           f, x_host(r), span_pattern(s0 * x_step, steps * x_step, x_total, 1, spec, what)));
@@ -111,7 +138,7 @@ void add_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& sp
   const int64_t y_step = p.NB * p.R * p.m * p.n;
   for (int c = 0; c < p.C; ++c) {
     npu::AccessPattern wp;
-    wp.repeat = steps;  // the whole column's weights once per M step
+    wp.repeat = p.panel ? 1 : steps;  // the column's weights once per launch / per M step
     l.sequence.push_back(b::to_device(fmt::format("w{}", c), w_host(c), wp));
     l.sequence.push_back(b::from_device(
         fmt::format("y{}", c), y_host(c),
@@ -122,14 +149,15 @@ void add_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& sp
 npu::Design make_design(const LinearPlan& p, const npu::DeviceSpec& spec) {
   if (!p.gemm) return make_gemv_design(p, spec);
   npu::Design d;
-  d.name = fmt::format("linear_M{}_K{}_N{}_gemm_{}x{}x{}", p.M, p.K, p.N, p.m, p.k, p.n);
+  d.name = fmt::format("linear_M{}_K{}_N{}_gemm_{}x{}x{}{}", p.M, p.K, p.N, p.m, p.k, p.n,
+                       p.panel ? "_l2panel" : "");
   for (int r = 0; r < p.Rm(); ++r) d.host_buffers.push_back({x_host(r), p.S * p.kb * p.m * p.k * 2, 2});
   for (int c = 0; c < p.C; ++c) {
     d.host_buffers.push_back({w_host(c), p.NB * p.kb * p.n * p.k * 2, 2});
     d.host_buffers.push_back({y_host(c), p.S * p.NB * p.R * p.m * p.n * 2, 2});
   }
   add_linear_launches(d, p, [&](npu::Launch& l, int64_t s0, int64_t steps) {
-    add_fifos(l, p, spec);
+    add_fifos(l, p, spec, steps);
     add_cores(l, p, spec, steps);
     add_sequence(l, p, spec, s0, steps);
   });
@@ -171,6 +199,15 @@ void pack_w(const LinearPlan& p, const npu::Design& d, std::span<const float> w,
   }
 }
 
+// Index of output block (M step s, N block bb, row r) in a column's y: M
+// steps outer, or per launch N blocks outer in the panel order.
+int64_t y_block(const LinearPlan& p, int64_t s, int64_t bb, int r) {
+  if (!p.panel) return (s * p.NB + bb) * p.R + r;
+  const int64_t s0 = s / p.s_per_launch * p.s_per_launch;
+  const int64_t steps = std::min(p.s_per_launch, p.S - s0);
+  return s0 * p.NB * p.R + (bb * steps + (s - s0)) * p.R + r;
+}
+
 std::vector<float> unpack_y(const LinearPlan& p, const npu::Design& d,
                             const npu::HostMemory& host) {
   if (!p.gemm) return unpack_gemv_y(p, d, host);
@@ -184,7 +221,7 @@ std::vector<float> unpack_y(const LinearPlan& p, const npu::Design& d,
           int64_t col0 = (c * p.NB + bb) * p.n;
           if (col0 >= p.N) continue;
           int64_t cols = std::min(p.n, p.N - col0);
-          const bf16* blk = src + ((s * p.NB + bb) * p.R + r) * p.m * p.n;
+          const bf16* blk = src + y_block(p, s, bb, r) * p.m * p.n;
           for (int64_t i = 0; i < p.m && row0 + i < p.M; ++i)
             for (int64_t e = 0; e < cols; ++e)
               y[(row0 + i) * p.N + col0 + e] = bf16_to_f32(blk[i * p.n + e]);
@@ -221,7 +258,7 @@ void add_linear_launches(npu::Design& d, const LinearPlan& p,
 BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec, const TileOptions& tiles) {
   const int64_t M = shape.dim("M"), K = shape.dim("K"), N = shape.dim("N");
   check_tile_keys(shape.key(), tiles,
-                  {"gemm", "m", "k", "n", "columns", "rows", "streams", "x_resident"});
+                  {"gemm", "m", "k", "n", "columns", "rows", "streams", "x_resident", "panel"});
   LinearPlan p = plan_linear(M, K, N, spec, tiles);
   BuiltOp out;
   out.shape = shape;
@@ -231,6 +268,7 @@ BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec, const Ti
   out.outputs = {{"y", {M, N}}};
   out.tiles = {{"gemm", p.gemm ? 1 : 0}, {"m", p.m}, {"k", p.k}, {"n", p.n},
                {"columns", p.C}, {"rows", p.R}};
+  if (p.gemm) out.tiles["panel"] = p.panel ? 1 : 0;
   if (!p.gemm) {
     out.tiles["streams"] = p.streams_per_column;
     out.tiles["x_resident"] = p.x_resident ? 1 : 0;

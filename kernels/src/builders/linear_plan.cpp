@@ -133,6 +133,14 @@ void plan_gemm(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::D
   p.S = ceil_div(p.M, int64_t{p.R} * p.m);
   p.NB = ceil_div(p.N, int64_t{p.C} * p.n);
   p.x_resident = p.kb == 1;
+  // The weight panel (all K of an N block) in the mem tile next to the y
+  // join: its bytes, and a BD per slot (panel, the broadcast's 2, y's 2R + 2).
+  const int64_t slots = std::max<int64_t>(p.kb, 2);
+  const bool fits = slots * p.k * p.n * 2 + int64_t{p.R} * p.m * p.n * 2 * 2 <= spec.mem.memory_bytes &&
+                    slots + 2 + 2 * int64_t{p.R} + 2 <= spec.mem.buffer_descriptors;
+  p.panel = opt(t, "panel", fits ? 1 : 0) != 0;
+  if (p.panel && !fits)
+    no_fit(p, spec, "the K panel of a weight block overflows the mem tile's memory or BDs");
 }
 
 }  // namespace
@@ -180,6 +188,12 @@ LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& s
   // Shim BDs on an x shim: its W tasks and a y task per launch, plus x tasks
   // (one for a resident x, else one per M step and 255 repeats of it).
   const int64_t w_tasks = p.gemm ? 1 : p.streams_in(0);
+  if (p.panel) {  // x: one task per 255 N blocks per launch; W once, y once
+    if (ceil_div(p.NB, spec.bd_max_repeat) > spec.shim.buffer_descriptors - 2)
+      no_fit(p, spec, "one launch's x passes need more shim BDs than the spec has");
+    p.s_per_launch = std::min(p.S, spec.bd_max_repeat);
+    return p;
+  }
   const int64_t x_per_s = p.x_resident ? 0 : ceil_div(p.NB, spec.bd_max_repeat);
   const int64_t free_bds = spec.shim.buffer_descriptors - w_tasks - 1 - (p.x_resident ? 1 : 0);
   p.s_per_launch = x_per_s == 0 ? p.S : free_bds / x_per_s;
@@ -206,11 +220,12 @@ std::vector<TileOptions> linear_tile_candidates(int64_t M, int64_t K, int64_t N,
         }
     return out;
   }
-  for (int64_t m : {32, 48, 64})
-    for (int64_t n : {32, 48, 64})
-      for (int64_t kb : {1, 2, 4, 8, 16, 32})
-        if (kb == 1 || k_for(kb) != k_for(kb / 2))
-          out.push_back({{"gemm", 1}, {"m", m}, {"n", n}, {"k", k_for(kb)}});
+  for (int panel : {1, 0})
+    for (int64_t m : {32, 48, 64})
+      for (int64_t n : {32, 48, 64})
+        for (int64_t kb : {1, 2, 4, 8, 16, 32, 64, 128})
+          if (kb == 1 || k_for(kb) != k_for(kb / 2))
+            out.push_back({{"gemm", 1}, {"panel", panel}, {"m", m}, {"n", n}, {"k", k_for(kb)}});
   return out;
 }
 

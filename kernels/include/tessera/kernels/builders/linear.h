@@ -14,7 +14,12 @@
 //  - gemm (prefill, large M): tile (c, r) owns M blocks of row r and N blocks
 //    of column c; x row blocks are broadcast along a compute row straight from
 //    shim r, weight blocks go down a column through its mem tile (broadcast to
-//    the R tiles), fp32 accumulation across K stays in the tile.
+//    the R tiles), fp32 accumulation across K stays in the tile. With the
+//    weight panel ("panel", the default when it fits the mem tile's memory and
+//    BDs) the loops run N blocks outer: the K panel of a column's N block is
+//    staged once in L2 and re-sent to the cores for every M step of the launch
+//    (Fifo::repeat), so W crosses DDR once per launch and x once per N block;
+//    without it W is re-read per M step and x per N block.
 // In both, output blocks are joined per column in the mem tile and leave by
 // the column's shim. pack() pads M, K and N with zeros to the tiling and lays
 // the tensors out blocked in the order the streams read them (x per row group,
@@ -40,6 +45,10 @@ struct LinearPlan {
   int64_t NB = 0;         // N blocks per tile: Np = C * NB * Rn * n
   int64_t s_per_launch = 0;
   bool x_resident = false;  // one x object per M step (all K blocks), read at offsets
+  // gemm: the K panel of each column's N block stays in the mem tile and is
+  // re-sent to the cores for every M step of the launch (W crosses DDR once
+  // per launch instead of once per M step).
+  bool panel = false;
   // gemv: weight streams per column (column 0 gives one channel to x) and
   // the tiles each stream feeds.
   int streams_per_column = 1;
@@ -56,7 +65,8 @@ struct LinearPlan {
 };
 
 // TileOptions keys: "gemm" (0|1), "m", "k", "n", "columns", "rows", "streams"
-// (gemv weight streams per column), "x_resident" (gemv, 0|1). Throws
+// (gemv weight streams per column), "x_resident" (gemv, 0|1), "panel" (gemm,
+// 0|1). Throws
 // LimitError naming the op, the shape and the limit when nothing fits.
 LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& spec,
                        const TileOptions& tiles = {});
