@@ -54,7 +54,7 @@ void gemm_finalize(const float* acc, bf16* c, int64_t count) {
 }
 
 int64_t gemm_l1_bytes(const GemmDims& d, bool fused) {
-  int64_t ab = 2 * (d.m * d.k + d.k * d.n);
+  int64_t ab = 2 * (d.a_off + d.m * d.k + d.k * d.n);
   return ab + 4 * d.m * d.n + (fused ? 2 * d.m * d.n : 0);
 }
 
@@ -75,6 +75,8 @@ GemmDims dims_of(const npu::KernelParams& p, const char* kernel) {
                                 layout);
   }
   d.b_nk = layout == "nk";
+  d.a_off = param_int_or(p, "a_off", 0, kernel);
+  if (d.a_off < 0) throw_error<KernelArgError>("kernel {}: a_off {} is negative", kernel, d.a_off);
   return d;
 }
 
@@ -83,7 +85,7 @@ TileKernel gemm_step_kernel(const char* name, bool accumulate) {
   def.name = name;
   def.run = [name, accumulate](const npu::KernelInvocation& inv) {
     GemmDims d = dims_of(*inv.params, name);
-    const auto* a = arg_ptr<const bf16>(inv, 0, d.m * d.k, name, "a");
+    const auto* a = arg_ptr<const bf16>(inv, 0, d.a_off + d.m * d.k, name, "a") + d.a_off;
     const auto* b = arg_ptr<const bf16>(inv, 1, d.k * d.n, name, "b");
     auto* acc = arg_ptr<float>(inv, 2, d.m * d.n, name, "acc");
     gemm_block(a, b, acc, d, accumulate);
@@ -106,7 +108,7 @@ TileKernel gemm_fused_kernel() {
   TileKernel t = gemm_step_kernel(name, false);
   t.def.run = [](const npu::KernelInvocation& inv) {
     GemmDims d = dims_of(*inv.params, name);
-    const auto* a = arg_ptr<const bf16>(inv, 0, d.m * d.k, name, "a");
+    const auto* a = arg_ptr<const bf16>(inv, 0, d.a_off + d.m * d.k, name, "a") + d.a_off;
     const auto* b = arg_ptr<const bf16>(inv, 1, d.k * d.n, name, "b");
     auto* c = arg_ptr<bf16>(inv, 2, d.m * d.n, name, "c");
     float* acc = scratch_f32(ScratchSlot::gemm_acc, d.m * d.n);

@@ -30,17 +30,20 @@ namespace {
 
 struct GemvDims {
   int64_t n, k;
+  int64_t x_off;  // element offset of this k block in a resident x object
 };
 
 GemvDims dims_of(const npu::KernelParams& p, const char* kernel) {
-  return {param_in(p, "n", 1, 1 << 24, kernel), param_in(p, "k", 1, 1 << 24, kernel)};
+  return {param_in(p, "n", 1, 1 << 24, kernel), param_in(p, "k", 1, 1 << 24, kernel),
+          param_int_or(p, "x_off", 0, kernel)};
 }
 
 TileKernel gemv_kernel(const char* name, bool accumulate, bool fused) {
   auto run = [=](const npu::KernelInvocation& inv) {
-    auto [n, k] = dims_of(*inv.params, name);
+    auto [n, k, x_off] = dims_of(*inv.params, name);
+    if (x_off < 0) throw_error<KernelArgError>("kernel {}: x_off {} is negative", name, x_off);
     const auto* w = arg_ptr<const bf16>(inv, 0, n * k, name, "w");
-    const auto* x = arg_ptr<const bf16>(inv, 1, k, name, "x");
+    const auto* x = arg_ptr<const bf16>(inv, 1, x_off + k, name, "x") + x_off;
     if (!fused) {
       gemv_block(w, x, arg_ptr<float>(inv, 2, n, name, "acc"), n, k, accumulate);
       return;
@@ -53,16 +56,16 @@ TileKernel gemv_kernel(const char* name, bool accumulate, bool fused) {
   return make_tile_kernel(
       name, run,
       [=](const npu::KernelParams& p, const npu::DeviceSpec& s) {
-        auto [n, k] = dims_of(p, name);
-        return gemv_cycles(n, k, s);
+        auto d = dims_of(p, name);
+        return gemv_cycles(d.n, d.k, s);
       },
       [=](const npu::KernelParams& p) {
-        auto [n, k] = dims_of(p, name);
-        return gemv_l1_bytes(n, k, fused);
+        auto d = dims_of(p, name);
+        return gemv_l1_bytes(d.n, d.k, fused) + 2 * d.x_off;  // x reaches x_off + k
       },
       [=](const npu::KernelParams& p) {
-        auto [n, k] = dims_of(p, name);
-        return n * k;
+        auto d = dims_of(p, name);
+        return d.n * d.k;
       });
 }
 

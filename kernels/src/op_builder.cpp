@@ -63,6 +63,10 @@ void ensure_builtins() {
 
 }  // namespace
 
+std::vector<TileOptions> OpBuilder::tile_candidates(const OpShape&, const npu::DeviceSpec&) const {
+  return {};
+}
+
 void register_op_builder(std::unique_ptr<OpBuilder> b) {
   TESSERA_CHECK(b != nullptr, "null builder");
   std::lock_guard lock(registry_mutex());

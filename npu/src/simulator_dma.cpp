@@ -176,9 +176,15 @@ void build_connections(LaunchState& st) {
 
 bool run_connection(LaunchState& st, Connection& c) {
   bool progress = false;
+  // A repeating mem-tile source (Fifo::repeat) sends object read + i % group;
+  // its read cursor moves a whole group once every repeat went out.
+  const int64_t group = c.fifo->repeat_group, repeats = c.fifo->repeat;
+  auto source_index = [&] {
+    return st.pools[c.source.pool].read[c.source.cursor] + c.repeat_sent % group;
+  };
   for (;;) {
     if (c.shim_source ? !shim_ready(st, c.source_q, true)
-                      : st.pools[c.source.pool].read[c.source.cursor] >= st.pools[c.source.pool].min_written())
+                      : source_index() >= st.pools[c.source.pool].min_written())
       break;
     bool ready = !c.shim_sink || shim_ready(st, c.sink_q, false);
     for (const auto& e : c.sinks) {
@@ -193,7 +199,7 @@ bool run_connection(LaunchState& st, Connection& c) {
       if (c.source_q.channel >= 0) st.stats.channels[c.source_q.channel].bytes += c.chunk;
     } else {
       Pool& p = st.pools[c.source.pool];
-      std::byte* obj = p.slot(p.read[c.source.cursor]) + c.source.offset;
+      std::byte* obj = p.slot(source_index()) + c.source.offset;
       if (c.source.pattern == AccessPattern{}) {
         data = obj;  // contiguous: sinks copy straight from the slot
       } else {
@@ -230,8 +236,9 @@ bool run_connection(LaunchState& st, Connection& c) {
       ShimQueue& q = c.source_q;
       q.pos += c.chunk;
       if (q.pos == static_cast<int64_t>(q.staging.size())) q.active = false, ++q.next;
-    } else {
-      ++st.pools[c.source.pool].read[c.source.cursor];
+    } else if (++c.repeat_sent == group * repeats) {
+      st.pools[c.source.pool].read[c.source.cursor] += group;
+      c.repeat_sent = 0;
     }
     ++c.moved;
     ++st.stats.transfers;

@@ -66,6 +66,7 @@ struct Connection {
   bool shim_sink = false;
   ShimQueue sink_q;
   int64_t moved = 0;
+  int64_t repeat_sent = 0;  // transfers of the current repeat group (Fifo::repeat)
   std::vector<std::byte> temp;
 };
 

@@ -104,7 +104,7 @@ class LaunchModel {
     } else if (k == TileKind::compute) {
       n = produced_by_core(f);
     } else {
-      n = objects_from_link(f);
+      n = objects_from_link(f) * f.repeat;  // an L2 re-send streams every repeat
     }
     visiting_.erase(name);
     return objects_[name] = n;

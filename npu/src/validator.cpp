@@ -142,6 +142,11 @@ void check_fifo_shapes(const Ctx& c) {
     int shim_sinks = 0;
     for (const auto& t : f.consumers) shim_sinks += c.kind(t) == TileKind::shim;
     if (shim_sinks > 1) throw_error<DesignError>("{} has {} shim consumers (limit 1)", w, shim_sinks);
+    if (f.repeat < 1 || f.repeat > c.spec.bd_max_repeat || f.repeat_group < 1)
+      throw_error<DesignError>("{} has repeat {} (1..{}) and repeat_group {} (>= 1)", w, f.repeat,
+                               c.spec.bd_max_repeat, f.repeat_group);
+    if ((f.repeat > 1 || f.repeat_group > 1) && c.kind(f.producer) != TileKind::mem)
+      throw_error<DesignError>("{} repeats its objects, which only a mem-tile producer can (L2 re-send)", w);
     if (shim_src && f.producer_pattern != AccessPattern{})
       throw_error<DesignError>("{} has a producer_pattern on a shim producer; the DmaTask's pattern applies there", w);
     for (size_t i = 0; i < f.consumer_patterns.size(); ++i)
@@ -219,6 +224,13 @@ void check_links(const Ctx& c) {
       if (!linked.insert({n, k.tile}).second) throw_error<DesignError>("{}: fifo '{}' is linked twice at this tile", w, n);
       outs.push_back(f);
     }
+    int depth = 0;
+    for (const Fifo* f : ins) depth = std::max(depth, f->depth);
+    for (const Fifo* f : outs) depth = std::max(depth, f->depth);
+    for (const Fifo* f : outs)
+      if (f->repeat_group > depth)
+        throw_error<DesignError>("{}: fifo '{}' repeats groups of {} objects but the link pool holds {} (the largest "
+                                 "depth of its fifos)", w, f->name, f->repeat_group, depth);
     if (ins.size() > 1) {
       check_link_tiling(c, k, *outs[0], ins);
     } else if (outs.size() > 1) {

@@ -194,6 +194,20 @@ Metrics argmax_metrics(const std::vector<float>& logits, int64_t V, std::vector<
 
 using Inputs = std::vector<std::vector<float>>;
 
+// The op's own roofline (phase1.h): bf16 logical tensors each moved once,
+// capped by what the design moves (a gather reads only some table rows).
+void set_roofline(KernelResult& r, const kernels::BuiltOp& built, const npu::DispatchTiming& t,
+                  const npu::DeviceSpec& spec) {
+  int64_t logical = 0;
+  for (const auto* list : {&built.inputs, &built.outputs})
+    for (const kernels::OpTensor& x : *list) logical += shape_numel(x.shape) * 2;
+  const double ddr = static_cast<double>(std::min(logical, t.ddr_bytes)) / spec.ddr_bytes_per_second;
+  const double compute =
+      t.peak_macs_per_second > 0 ? static_cast<double>(t.macs) / t.peak_macs_per_second : 0.0;
+  r.roofline_seconds = std::max(ddr, compute);
+  r.roofline_bound = compute > ddr ? "compute" : "ddr";
+}
+
 KernelResult run_kernel(const Graph& g, const compiler::UniqueOp& u,
                         const std::function<Inputs()>& fetch, const npu::DeviceSpec& spec,
                         const Phase1Options& opts, const BuilderLookup& lookup) {
@@ -222,6 +236,8 @@ KernelResult run_kernel(const Graph& g, const compiler::UniqueOp& u,
     r.utilization = t.utilization;
     r.macs = t.macs;
     r.ddr_bytes = t.ddr_bytes;
+    r.launch_seconds = t.total_seconds - t.overhead_seconds;
+    set_roofline(r, built, t, spec);
   } catch (const Error& e) {
     r.status = KernelStatus::build_error;
     r.message = e.what();

@@ -60,18 +60,28 @@ double KernelResult::ddr_gb_per_second() const {
   return predicted_seconds > 0 ? static_cast<double>(ddr_bytes) / predicted_seconds / 1e9 : 0.0;
 }
 
+double KernelResult::launch_ddr_gb_per_second() const {
+  return launch_seconds > 0 ? static_cast<double>(ddr_bytes) / launch_seconds / 1e9 : 0.0;
+}
+
+double KernelResult::roofline_share() const {
+  return launch_seconds > 0 ? roofline_seconds / launch_seconds : 0.0;
+}
+
 std::string Phase1Report::table() const {
   std::string out =
       seq == 1 ? fmt::format("phase 1 kernel gate: {} on {}, first decode step (P=0)\n", model, spec)
                : fmt::format("phase 1 kernel gate: {} on {}, prefill S={}, decode P={}\n", model,
                              spec, seq, seq);
-  out += fmt::format("{:<7} {:<30} {:<58} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:<10} {:>6} {:>7} {:>7} {}\n",
+  // launch_GBs and roof exclude the fixed dispatch overhead (fusion amortizes
+  // it); roof is the share of the op's own roofline, c(ompute) or d(dr) roof.
+  out += fmt::format("{:<7} {:<30} {:<58} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:<10} {:>6} {:>7} {:>10} {:>8} {:>7} {}\n",
                      "phase", "node", "op", "max_abs", "max_rel", "mean_rel", "pearson", "cosine",
-                     "pred_us", "bound", "util", "ddr_GBs", "host_s", "result");
+                     "pred_us", "bound", "util", "ddr_GBs", "launch_GBs", "roof", "host_s", "result");
   for (const auto& r : results) {
     const bool j = judged(r) && r.metrics.count > 0;
     const Metrics& m = r.metrics;
-    out += fmt::format("{:<7} {:<30} {:<58} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:<10} {:>6} {:>7} {:>7.2f} {}\n",
+    out += fmt::format("{:<7} {:<30} {:<58} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:<10} {:>6} {:>7} {:>10} {:>8} {:>7.2f} {}\n",
                        r.phase, fmt::format("{}", fmt::join(r.nodes, ",")), r.shape,
                        j ? fig(m.max_abs) : "-", j ? fig(m.max_rel) : "-", j ? fig(m.mean_rel) : "-",
                        j ? fig(m.pearson, "{:.6f}") : "-", j ? fig(m.cosine, "{:.6f}") : "-",
@@ -79,6 +89,10 @@ std::string Phase1Report::table() const {
                        r.bound.empty() ? "-" : r.bound,
                        r.bound.empty() ? "-" : fmt::format("{:.1f}%", r.utilization * 100),
                        r.bound.empty() ? "-" : fmt::format("{:.1f}", r.ddr_gb_per_second()),
+                       r.bound.empty() ? "-" : fmt::format("{:.1f}", r.launch_ddr_gb_per_second()),
+                       r.bound.empty() ? "-"
+                                       : fmt::format("{:.1f}%{}", r.roofline_share() * 100,
+                                                     r.roofline_bound.substr(0, 1)),
                        r.host_seconds, status_name(r.status));
   }
   int failures = 0;
@@ -110,6 +124,11 @@ nlohmann::json Phase1Report::to_json() const {
                         {"macs", r.macs},
                         {"ddr_bytes", r.ddr_bytes},
                         {"ddr_gb_per_second", r.ddr_gb_per_second()},
+                        {"launch_seconds", r.launch_seconds},
+                        {"launch_ddr_gb_per_second", r.launch_ddr_gb_per_second()},
+                        {"roofline_seconds", r.roofline_seconds},
+                        {"roofline_bound", r.roofline_bound},
+                        {"roofline_share", r.roofline_share()},
                         {"host_seconds", r.host_seconds},
                         {"threshold",
                          {{"max_rel", r.threshold.max_rel},

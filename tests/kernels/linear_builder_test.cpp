@@ -3,6 +3,7 @@
 // device presets; and every linear shape of every preset builds, validates and
 // has a timing estimate.
 #include <cmath>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -66,7 +67,9 @@ class LinearOnDevice : public ::testing::TestWithParam<std::string> {
 TEST_P(LinearOnDevice, DecodeShapesThatDoNotDivideTheArray) {
   check_linear(1, 100, 37, spec);
   check_linear(1, 576, 1000, spec);
-  check_linear(1, 5000, 700, spec);  // K split: fp32 accumulation across K blocks
+  check_linear(1, 5000, 700, spec);
+  check_linear(1, 5000, 700, spec, {{"k", 1024}});  // K split: fp32 accumulation across K blocks
+  check_linear(1, 30000, 40, spec);  // K too long for one block next to a resident x
 }
 
 TEST_P(LinearOnDevice, ShortPromptsUseOneMBlock) {
@@ -78,12 +81,18 @@ TEST_P(LinearOnDevice, ShortPromptsUseOneMBlock) {
 TEST_P(LinearOnDevice, PrefillGemmRaggedInEveryDim) {
   check_linear(70, 130, 200, spec);
   check_linear(45, 300, 97, spec, {{"k", 64}});  // several K blocks, remainder in K
+  // The same without the weight panel in L2 (weights re-read per M step).
+  check_linear(70, 130, 200, spec, {{"panel", 0}});
+  check_linear(45, 300, 97, spec, {{"k", 64}, {"panel", 0}});
+  // Panel with several N blocks per column and several M steps.
+  check_linear(300, 200, 1100, spec, {{"m", 16}, {"n", 32}, {"k", 64}, {"panel", 1}});
 }
 
 TEST_P(LinearOnDevice, ForcedDataflowsAndSeveralLaunches) {
   check_linear(40, 72, 64, spec, {{"gemm", 0}});             // gemv with several M steps
   check_linear(2, 72, 64, spec, {{"gemm", 1}});              // gemm with one tiny M block
-  check_linear(300, 128, 40, spec, {{"m", 4}, {"k", 64}});   // 19 M steps -> 2 launches
+  check_linear(300, 128, 40, spec, {{"m", 4}, {"k", 64}, {"panel", 0}});  // 19 M steps -> 2 launches
+  check_linear(4100, 8, 8, spec, {{"m", 4}});  // weight panel re-sent 255 times, then a 2nd launch
 }
 
 // Real decode projections (several N blocks per tile, K split) on the
@@ -95,15 +104,81 @@ TEST(LinearBuilder, RealDecodeShapesOnTheSimulator) {
     check_linear(1, K, N, spec);
 }
 
+// The gemv dataflow's variants: x resident across a K split (read at
+// offsets), x re-streamed per block, one weight stream per column, short
+// prompts with a resident x.
+TEST_P(LinearOnDevice, GemvVariantsAreExact) {
+  check_linear(1, 1000, 301, spec, {{"k", 256}, {"x_resident", 1}});
+  check_linear(1, 1000, 301, spec, {{"k", 256}, {"x_resident", 0}});
+  check_linear(1, 300, 90, spec, {{"streams", 1}});
+  check_linear(3, 520, 77, spec, {{"k", 192}, {"x_resident", 1}});
+  check_linear(5, 520, 77, spec, {{"k", 192}, {"x_resident", 0}, {"n", 8}});
+}
+
 INSTANTIATE_TEST_SUITE_P(Presets, LinearOnDevice, ::testing::Values("xdna2", "xdna1"));
+
+// Prefill with the weight panel in L2: at llama-3.2-1b's gate / q shapes the
+// weights cross DDR once per launch instead of once per M step, the DDR bytes
+// drop accordingly, and DDR no longer binds (on xdna2 the cores' 4 B/cycle
+// input ports do: 64x64 blocks need 8 B/cycle per port at 256 MAC/cycle).
+TEST(LinearBuilder, PrefillWeightPanelInL2CutsDdrTraffic) {
+  auto spec = npu::DeviceSpec::preset("xdna2");
+  for (auto [K, N] : {std::pair<int64_t, int64_t>{2048, 8192}, {2048, 2048}}) {
+    SCOPED_TRACE(fmt::format("K={} N={}", K, N));
+    const OpShape s = linear_shape(2048, K, N);
+    const auto panel = npu::estimate_time(op_builder("linear").build(s, spec).design, spec);
+    const auto stream = npu::estimate_time(op_builder("linear").build(s, spec, {{"panel", 0}}).design, spec);
+    EXPECT_NE(panel.launches.at(0).bound, "ddr");
+    EXPECT_LT(static_cast<double>(panel.ddr_bytes), 0.6 * static_cast<double>(stream.ddr_bytes));
+    EXPECT_LT(panel.total_seconds, stream.total_seconds);
+    EXPECT_GE(panel.ddr_bytes, 2 * (2048 * K + K * N + 2048 * N));  // x, W, y at least once
+  }
+}
+
+// Decode weights stream over every shim MM2S channel but the one x takes.
+TEST(LinearBuilder, DecodeWeightsUseBothShimChannelsOfEveryColumn) {
+  for (const auto& name : {"xdna2", "xdna1"}) {
+    auto spec = npu::DeviceSpec::preset(name);
+    LinearPlan p = plan_linear(1, 2048, 8192, spec);
+    EXPECT_EQ(p.streams(), spec.columns * spec.shim.dma_out - 1) << name;
+    EXPECT_TRUE(p.x_resident) << name;
+    BuiltOp b = op_builder("linear").build(linear_shape(1, 2048, 8192), spec);
+    std::map<int, int> mm2s;  // shim column -> FIFOs it produces
+    for (const auto& f : b.design.launches.at(0).fifos)
+      if (f.producer.row == 0) ++mm2s[f.producer.col];
+    for (int c = 0; c < spec.columns; ++c) EXPECT_EQ(mm2s[c], spec.shim.dma_out) << name << " col " << c;
+  }
+}
+
+// The decode projections of llama-3.2-1b and its LM head are bound by DDR and
+// move their bytes at >= 80 % of the spec's DDR rate over the launch (the
+// dispatch overhead excluded); with one channel per column they were port
+// bound (8 ports x 4 B/cycle x 1.5 GHz = 48 GB/s < 60).
+TEST(LinearBuilder, DecodeLinearsStreamAtTheDdrRate) {
+  auto spec = npu::DeviceSpec::preset("xdna2");
+  for (auto [K, N] : {std::pair<int64_t, int64_t>{2048, 2048}, {2048, 512}, {2048, 8192},
+                      {8192, 2048}, {2048, 128256}}) {
+    SCOPED_TRACE(fmt::format("K={} N={}", K, N));
+    BuiltOp b = op_builder("linear").build(linear_shape(1, K, N), spec);
+    npu::DispatchTiming t = npu::estimate_time(b.design, spec);
+    EXPECT_EQ(t.launches.at(0).bound, "ddr");
+    const double launch = t.total_seconds - t.overhead_seconds;
+    EXPECT_GE(static_cast<double>(t.ddr_bytes) / launch, 0.8 * spec.ddr_bytes_per_second);
+    EXPECT_GE(t.ddr_bytes, K * N * 2);  // every weight byte crosses DDR
+  }
+}
 
 TEST(LinearBuilder, MultiLaunchPlanAndPaddingAreWhatTheTestsAssume) {
   auto spec = npu::DeviceSpec::preset("xdna2-sourced");
-  LinearPlan p = plan_linear(300, 128, 40, spec, {{"m", 4}, {"k", 64}});
+  LinearPlan p = plan_linear(300, 128, 40, spec, {{"m", 4}, {"k", 64}, {"panel", 0}});
   EXPECT_TRUE(p.gemm);
-  EXPECT_GT(p.S, p.s_per_launch);  // the case above really spans launches
-  LinearPlan d = plan_linear(1, 5000, 700, spec);
-  EXPECT_GT(d.kb, 1);  // and the decode case really splits K
+  EXPECT_GT(p.S, p.s_per_launch);  // the cases above really span launches
+  LinearPlan q = plan_linear(4100, 8, 8, spec, {{"m", 4}});
+  EXPECT_TRUE(q.panel);
+  EXPECT_GT(q.S, q.s_per_launch);
+  LinearPlan d = plan_linear(1, 5000, 700, spec, {{"k", 1024}});
+  EXPECT_GT(d.kb, 1);  // and the decode cases really split K
+  EXPECT_GT(plan_linear(1, 30000, 40, spec).kb, 1);
   EXPECT_GE(d.Np(), 700);
   EXPECT_GE(d.Kp(), 5000);
 }

@@ -172,6 +172,16 @@ TEST(Phase1, SeqOneIsTheFirstDecodeStep) {
   EXPECT_GE(lin->ddr_bytes, 2 * NK) << lin->shape;
   EXPECT_GT(lin->ddr_gb_per_second(), 0.0);
   EXPECT_EQ(rep.to_json()["results"][0].count("ddr_gb_per_second"), 1u);
+  // Without the fixed dispatch overhead the same bytes move faster, and no
+  // op beats its own roofline (a linear's binds on DDR: ~1 MAC per weight).
+  EXPECT_GT(lin->launch_ddr_gb_per_second(), lin->ddr_gb_per_second());
+  EXPECT_EQ(lin->roofline_bound, "ddr");
+  for (const auto& k : rep.results) {
+    EXPECT_GT(k.roofline_share(), 0.0) << k.shape;
+    EXPECT_LE(k.roofline_share(), 1.0) << k.shape;
+  }
+  EXPECT_EQ(rep.to_json()["results"][0].count("launch_ddr_gb_per_second"), 1u);
+  EXPECT_NE(rep.table().find("launch_GBs"), std::string::npos);
   EXPECT_NE(rep.table().find("first decode step (P=0)"), std::string::npos);
   o.seq = 0;
   EXPECT_THROW(run_phase1(tiny().config, tiny().weights, spec, o), UsageError);

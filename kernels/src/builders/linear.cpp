@@ -1,5 +1,6 @@
-// The linear builder's design, packing and registration (dataflows in
-// kernels/builders/linear.h, tile choice in linear_plan.cpp).
+// The linear builder's gemm dataflow, packing and registration (dataflows in
+// kernels/builders/linear.h, tile choice in linear_plan.cpp, the gemv
+// dataflow in linear_gemv.cpp).
 #include "tessera/kernels/builders/linear.h"
 
 #include <algorithm>
@@ -17,96 +18,71 @@ using npu::CoreOp;
 using npu::TileCoord;
 namespace b = npu::build;
 
-TileCoord shim(int c) { return {c, 0}; }
-TileCoord mem(const npu::DeviceSpec& s, int c) { return {c, s.shim_rows}; }
-TileCoord core(const npu::DeviceSpec& s, int c, int r) {
-  return {c, s.shim_rows + s.mem_rows + r};
-}
 
 std::string x_host(int r) { return fmt::format("x_r{}", r); }
 std::string w_host(int c) { return fmt::format("w_c{}", c); }
 std::string y_host(int c) { return fmt::format("y_c{}", c); }
 // The FIFO a tile reads x / w from.
-std::string x_fifo(const LinearPlan& p, int r) { return p.gemm ? fmt::format("x{}", r) : "x"; }
-std::string w_fifo(const LinearPlan& p, int c, int r) {
-  return p.gemm ? fmt::format("w{}_l1", c) : fmt::format("w{}_{}", c, r);
-}
+std::string x_fifo(int r) { return fmt::format("x{}", r); }
+std::string w_fifo(int c) { return fmt::format("w{}_l1", c); }
 
-void add_fifos(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec) {
-  const int xdepth = p.kb == 1 ? 1 : 2;
+// x stays in the tile for a whole M step only when one block spans K and the
+// step's output blocks follow each other (not in the panel order).
+bool x_per_step(const LinearPlan& p) { return p.kb == 1 && !p.panel; }
+
+void add_fifos(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec, int64_t steps) {
+  const int xdepth = x_per_step(p) ? 1 : 2;
   const int64_t xobj = p.m * p.k * 2, wobj = p.n * p.k * 2, yobj = p.m * p.n * 2;
-  if (p.gemm) {
-    for (int r = 0; r < p.R; ++r) {
-      std::vector<TileCoord> row;
-      for (int c = 0; c < p.C; ++c) row.push_back(core(spec, c, r));
-      l.fifos.push_back(b::fifo(x_fifo(p, r), shim(r), row, xobj, xdepth));
-    }
-  } else {
-    std::vector<TileCoord> all;
-    for (int c = 0; c < p.C; ++c)
-      for (int r = 0; r < p.R; ++r) all.push_back(core(spec, c, r));
-    l.fifos.push_back(b::fifo("x", shim(0), all, xobj, xdepth));
+  for (int r = 0; r < p.R; ++r) {
+    std::vector<TileCoord> row;
+    for (int c = 0; c < p.C; ++c) row.push_back(core_tile(spec, c, r));
+    l.fifos.push_back(b::fifo(x_fifo(r), shim_tile(r), row, xobj, xdepth));
   }
   for (int c = 0; c < p.C; ++c) {
     std::string w = fmt::format("w{}", c), y = fmt::format("y{}", c);
-    l.fifos.push_back(b::fifo(w, shim(c), {mem(spec, c)}, p.Rn() * wobj, 2));
-    npu::Link wl{mem(spec, c), {w}, {}, {}};
-    if (p.gemm) {
-      std::vector<TileCoord> col;
-      for (int r = 0; r < p.R; ++r) col.push_back(core(spec, c, r));
-      l.fifos.push_back(b::fifo(w_fifo(p, c, 0), mem(spec, c), col, wobj, 2));
-      wl.outputs.push_back(w_fifo(p, c, 0));
-      wl.offsets_bytes.push_back(0);
-    } else {
-      for (int r = 0; r < p.R; ++r) {
-        l.fifos.push_back(b::fifo(w_fifo(p, c, r), mem(spec, c), {core(spec, c, r)}, wobj, 2));
-        wl.outputs.push_back(w_fifo(p, c, r));
-        wl.offsets_bytes.push_back(r * wobj);
-      }
+    // Panel: the column's K panel of an N block stays in the mem tile (pool
+    // of kb objects) and is re-sent to the cores once per M step.
+    const int wdepth = p.panel ? static_cast<int>(std::max<int64_t>(p.kb, 2)) : 2;
+    l.fifos.push_back(b::fifo(w, shim_tile(c), {mem_tile(spec, c)}, wobj, wdepth));
+    std::vector<TileCoord> col;
+    for (int r = 0; r < p.R; ++r) col.push_back(core_tile(spec, c, r));
+    l.fifos.push_back(b::fifo(w_fifo(c), mem_tile(spec, c), col, wobj, 2));
+    if (p.panel) {
+      l.fifos.back().repeat = static_cast<int>(steps);
+      l.fifos.back().repeat_group = static_cast<int>(p.kb);
     }
-    l.links.push_back(std::move(wl));
-    npu::Link yl{mem(spec, c), {}, {y}, {}};
+    l.links.push_back({mem_tile(spec, c), {w}, {w_fifo(c)}, {0}});
+    npu::Link yl{mem_tile(spec, c), {}, {y}, {}};
     for (int r = 0; r < p.R; ++r) {
       std::string yr = fmt::format("y{}_{}", c, r);
-      l.fifos.push_back(b::fifo(yr, core(spec, c, r), {mem(spec, c)}, yobj, 2));
+      l.fifos.push_back(b::fifo(yr, core_tile(spec, c, r), {mem_tile(spec, c)}, yobj, 2));
       yl.inputs.push_back(yr);
       yl.offsets_bytes.push_back(r * yobj);
     }
-    l.fifos.push_back(b::fifo(y, mem(spec, c), {shim(c)}, p.R * yobj, 2));
+    l.fifos.push_back(b::fifo(y, mem_tile(spec, c), {shim_tile(c)}, p.R * yobj, 2));
     l.links.push_back(std::move(yl));
   }
 }
 
-// One output block of a tile: kb K steps into the fp32 accumulator (or one
-// fused gemv call for m = 1 with the whole K), then the bf16 y object.
+// One output block of a tile: kb K steps into the fp32 accumulator, then the
+// bf16 y object.
 std::vector<CoreOp> block_program(const LinearPlan& p, const std::string& x, const std::string& w,
                                   const std::string& y) {
-  const bool vec = p.m == 1;
-  npu::KernelParams kp = vec ? npu::KernelParams{{"n", p.n}, {"k", p.k}}
-                             : npu::KernelParams{{"m", p.m}, {"k", p.k}, {"n", p.n},
-                                                 {"b_layout", std::string("nk")}};
-  auto args = [&](const std::string& out) {
-    return vec ? std::vector<std::string>{w, x, out} : std::vector<std::string>{x, w, out};
-  };
-  npu::KernelParams fin{{"count", p.m * p.n}};
-  if (p.kb == 1) {
-    std::vector<CoreOp> ops = {b::acquire_in(w), b::acquire_out(y)};
-    if (vec) {
-      ops.push_back(b::call("gemv", args(y), kp));
-    } else {
-      ops.push_back(b::call("gemm_init", args("acc"), kp));
-      ops.push_back(b::call("gemm_finalize", {"acc", y}, fin));
-    }
-    ops.push_back(b::release_in(w));
-    ops.push_back(b::release_out(y));
-    return ops;
-  }
+  const npu::KernelParams kp{{"m", p.m}, {"k", p.k}, {"n", p.n}, {"b_layout", std::string("nk")}};
+  const npu::KernelParams fin{{"count", p.m * p.n}};
+  if (p.kb == 1 && p.panel)
+    return {b::acquire_in(x), b::acquire_in(w), b::acquire_out(y),
+            b::call("gemm_init", {x, w, "acc"}, kp), b::call("gemm_finalize", {"acc", y}, fin),
+            b::release_in(x), b::release_in(w), b::release_out(y)};
+  if (p.kb == 1)
+    return {b::acquire_in(w), b::acquire_out(y), b::call("gemm_init", {x, w, "acc"}, kp),
+            b::call("gemm_finalize", {"acc", y}, fin), b::release_in(w), b::release_out(y)};
   auto step = [&](const char* kernel) {
-    return std::vector<CoreOp>{b::acquire_in(x), b::acquire_in(w), b::call(kernel, args("acc"), kp),
+    return std::vector<CoreOp>{b::acquire_in(x), b::acquire_in(w), b::call(kernel, {x, w, "acc"}, kp),
                                b::release_in(x), b::release_in(w)};
   };
-  std::vector<CoreOp> ops = step(vec ? "gemv_init" : "gemm_init");
-  ops.push_back(b::loop(p.kb - 1, step(vec ? "gemv_acc" : "gemm_acc")));
+  std::vector<CoreOp> ops = step("gemm_init");
+  ops.push_back(b::loop(p.kb - 1, step("gemm_acc")));
   ops.push_back(b::acquire_out(y));
   ops.push_back(b::call("gemm_finalize", {"acc", y}, fin));
   ops.push_back(b::release_out(y));
@@ -114,15 +90,19 @@ std::vector<CoreOp> block_program(const LinearPlan& p, const std::string& x, con
 }
 
 void add_cores(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec, int64_t steps) {
-  const bool acc = !(p.m == 1 && p.kb == 1);
   for (int c = 0; c < p.C; ++c)
     for (int r = 0; r < p.R; ++r) {
-      TileCoord t = core(spec, c, r);
-      std::string x = x_fifo(p, r), y = fmt::format("y{}_{}", c, r);
-      if (acc) l.buffers.push_back({"acc", t, p.m * p.n * 4, -1});
+      TileCoord t = core_tile(spec, c, r);
+      std::string x = x_fifo(r), y = fmt::format("y{}_{}", c, r);
+      l.buffers.push_back({"acc", t, p.m * p.n * 4, -1});
+      if (p.panel) {  // N blocks outer: each weight panel serves every M step
+        l.cores.push_back(
+            {t, {b::loop(p.NB, {b::loop(steps, block_program(p, x, w_fifo(c), y))})}});
+        continue;
+      }
       std::vector<CoreOp> s_body;
       if (p.kb == 1) s_body.push_back(b::acquire_in(x));  // resident for the whole M step
-      s_body.push_back(b::loop(p.NB, block_program(p, x, w_fifo(p, c, r), y)));
+      s_body.push_back(b::loop(p.NB, block_program(p, x, w_fifo(c), y)));
       if (p.kb == 1) s_body.push_back(b::release_in(x));
       l.cores.push_back({t, {b::loop(steps, std::move(s_body))}});
     }
@@ -134,7 +114,14 @@ void add_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& sp
   const int64_t x_total = p.S * x_step;
   for (int r = 0; r < p.Rm(); ++r) {
     std::string what = fmt::format("linear x row group {}", r);
-    std::string f = p.gemm ? x_fifo(p, r) : "x";
+    std::string f = x_fifo(r);
+    if (p.panel) {  // the launch's x once per N block (panel pass)
+      for (int64_t done = 0; done < p.NB; done += spec.bd_max_repeat)
+        l.sequence.push_back(b::to_device(
+            f, x_host(r), span_pattern(s0 * x_step, steps * x_step, x_total,
+                                       std::min(spec.bd_max_repeat, p.NB - done), spec, what)));
+      continue;
+    }
     if (p.kb == 1) {
       l.sequence.push_back(b::to_device(
           f, x_host(r), span_pattern(s0 * x_step, steps * x_step, x_total, 1, spec, what)));
@@ -151,7 +138,7 @@ void add_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& sp
   const int64_t y_step = p.NB * p.R * p.m * p.n;
   for (int c = 0; c < p.C; ++c) {
     npu::AccessPattern wp;
-    wp.repeat = steps;  // the whole column's weights once per M step
+    wp.repeat = p.panel ? 1 : steps;  // the column's weights once per launch / per M step
     l.sequence.push_back(b::to_device(fmt::format("w{}", c), w_host(c), wp));
     l.sequence.push_back(b::from_device(
         fmt::format("y{}", c), y_host(c),
@@ -160,23 +147,20 @@ void add_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& sp
 }
 
 npu::Design make_design(const LinearPlan& p, const npu::DeviceSpec& spec) {
+  if (!p.gemm) return make_gemv_design(p, spec);
   npu::Design d;
-  d.name = fmt::format("linear_M{}_K{}_N{}_{}_{}x{}x{}", p.M, p.K, p.N, p.gemm ? "gemm" : "gemv",
-                       p.m, p.k, p.n);
+  d.name = fmt::format("linear_M{}_K{}_N{}_gemm_{}x{}x{}{}", p.M, p.K, p.N, p.m, p.k, p.n,
+                       p.panel ? "_l2panel" : "");
   for (int r = 0; r < p.Rm(); ++r) d.host_buffers.push_back({x_host(r), p.S * p.kb * p.m * p.k * 2, 2});
   for (int c = 0; c < p.C; ++c) {
-    d.host_buffers.push_back({w_host(c), p.NB * p.kb * p.Rn() * p.n * p.k * 2, 2});
+    d.host_buffers.push_back({w_host(c), p.NB * p.kb * p.n * p.k * 2, 2});
     d.host_buffers.push_back({y_host(c), p.S * p.NB * p.R * p.m * p.n * 2, 2});
   }
-  for (int64_t s0 = 0; s0 < p.S; s0 += p.s_per_launch) {
-    int64_t steps = std::min(p.s_per_launch, p.S - s0);
-    npu::Launch l;
-    l.name = fmt::format("linear_s{}", s0);
-    add_fifos(l, p, spec);
+  add_linear_launches(d, p, [&](npu::Launch& l, int64_t s0, int64_t steps) {
+    add_fifos(l, p, spec, steps);
     add_cores(l, p, spec, steps);
     add_sequence(l, p, spec, s0, steps);
-    d.launches.push_back(std::move(l));
-  }
+  });
   return d;
 }
 
@@ -202,34 +186,42 @@ void pack_x(const LinearPlan& p, const npu::Design& d, std::span<const float> x,
 
 void pack_w(const LinearPlan& p, const npu::Design& d, std::span<const float> w,
             npu::HostMemory& host) {
-  const int Rn = p.Rn();
+  if (!p.gemm) return pack_gemv_w(p, d, w, host);
   for (int c = 0; c < p.C; ++c) {
     bf16* dst = host_bf16(d, w_host(c), host);
     for (int64_t bb = 0; bb < p.NB; ++bb)
-      for (int rn = 0; rn < Rn; ++rn)
-        for (int64_t i = 0; i < p.n; ++i) {
-          int64_t nrow = ((c * p.NB + bb) * Rn + rn) * p.n + i;
-          if (nrow >= p.N) continue;
-          for (int64_t j = 0; j < p.kb && j * p.k < p.K; ++j)
-            put_row(w.data() + nrow * p.K, j * p.k, p.k, p.K,
-                    dst + (((bb * p.kb + j) * Rn + rn) * p.n + i) * p.k);
-        }
+      for (int64_t i = 0; i < p.n; ++i) {
+        int64_t nrow = (c * p.NB + bb) * p.n + i;
+        if (nrow >= p.N) continue;
+        for (int64_t j = 0; j < p.kb && j * p.k < p.K; ++j)
+          put_row(w.data() + nrow * p.K, j * p.k, p.k, p.K, dst + ((bb * p.kb + j) * p.n + i) * p.k);
+      }
   }
+}
+
+// Index of output block (M step s, N block bb, row r) in a column's y: M
+// steps outer, or per launch N blocks outer in the panel order.
+int64_t y_block(const LinearPlan& p, int64_t s, int64_t bb, int r) {
+  if (!p.panel) return (s * p.NB + bb) * p.R + r;
+  const int64_t s0 = s / p.s_per_launch * p.s_per_launch;
+  const int64_t steps = std::min(p.s_per_launch, p.S - s0);
+  return s0 * p.NB * p.R + (bb * steps + (s - s0)) * p.R + r;
 }
 
 std::vector<float> unpack_y(const LinearPlan& p, const npu::Design& d,
                             const npu::HostMemory& host) {
+  if (!p.gemm) return unpack_gemv_y(p, d, host);
   std::vector<float> y(static_cast<size_t>(p.M * p.N));
   for (int c = 0; c < p.C; ++c) {
     const bf16* src = host_bf16(d, y_host(c), host);
     for (int64_t s = 0; s < p.S; ++s)
       for (int64_t bb = 0; bb < p.NB; ++bb)
         for (int r = 0; r < p.R; ++r) {
-          int64_t row0 = p.gemm ? (s * p.R + r) * p.m : s * p.m;
-          int64_t col0 = p.gemm ? (c * p.NB + bb) * p.n : ((c * p.NB + bb) * p.R + r) * p.n;
+          int64_t row0 = (s * p.R + r) * p.m;
+          int64_t col0 = (c * p.NB + bb) * p.n;
           if (col0 >= p.N) continue;
           int64_t cols = std::min(p.n, p.N - col0);
-          const bf16* blk = src + ((s * p.NB + bb) * p.R + r) * p.m * p.n;
+          const bf16* blk = src + y_block(p, s, bb, r) * p.m * p.n;
           for (int64_t i = 0; i < p.m && row0 + i < p.M; ++i)
             for (int64_t e = 0; e < cols; ++e)
               y[(row0 + i) * p.N + col0 + e] = bf16_to_f32(blk[i * p.n + e]);
@@ -245,13 +237,28 @@ class LinearBuilder : public OpBuilder {
                 const TileOptions& tiles) const override {
     return build_linear(shape, spec, tiles);
   }
+  std::vector<TileOptions> tile_candidates(const OpShape& shape,
+                                           const npu::DeviceSpec& spec) const override {
+    return linear_tile_candidates(shape.dim("M"), shape.dim("K"), shape.dim("N"), spec);
+  }
 };
 
 }  // namespace
 
+void add_linear_launches(npu::Design& d, const LinearPlan& p,
+                         const std::function<void(npu::Launch&, int64_t, int64_t)>& fill) {
+  for (int64_t s0 = 0; s0 < p.S; s0 += p.s_per_launch) {
+    npu::Launch l;
+    l.name = fmt::format("linear_s{}", s0);
+    fill(l, s0, std::min(p.s_per_launch, p.S - s0));
+    d.launches.push_back(std::move(l));
+  }
+}
+
 BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec, const TileOptions& tiles) {
   const int64_t M = shape.dim("M"), K = shape.dim("K"), N = shape.dim("N");
-  check_tile_keys(shape.key(), tiles, {"gemm", "m", "k", "n", "columns", "rows"});
+  check_tile_keys(shape.key(), tiles,
+                  {"gemm", "m", "k", "n", "columns", "rows", "streams", "x_resident", "panel"});
   LinearPlan p = plan_linear(M, K, N, spec, tiles);
   BuiltOp out;
   out.shape = shape;
@@ -261,6 +268,11 @@ BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec, const Ti
   out.outputs = {{"y", {M, N}}};
   out.tiles = {{"gemm", p.gemm ? 1 : 0}, {"m", p.m}, {"k", p.k}, {"n", p.n},
                {"columns", p.C}, {"rows", p.R}};
+  if (p.gemm) out.tiles["panel"] = p.panel ? 1 : 0;
+  if (!p.gemm) {
+    out.tiles["streams"] = p.streams_per_column;
+    out.tiles["x_resident"] = p.x_resident ? 1 : 0;
+  }
   // pack / unpack only need the host buffer declarations; a shared copy keeps
   // them valid however the BuiltOp is moved.
   auto design = std::make_shared<npu::Design>(out.design);

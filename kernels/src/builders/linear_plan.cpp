@@ -1,6 +1,7 @@
 // Tile choice for the linear builder: which dataflow, which block sizes, how
 // many launches. Every number that bounds a choice comes from the DeviceSpec.
 #include <algorithm>
+#include <optional>
 
 #include "tessera/core/error.h"
 #include "tessera/kernels/builders/linear.h"
@@ -49,37 +50,68 @@ int64_t max_n(LinearPlan p, int64_t budget, int64_t gran) {
   return p.n;
 }
 
+// Weight streams per column and tiles per stream: every shim MM2S channel
+// (one on shim 0 is x's) feeds T tiles through the mem tile, whose input
+// channels also take the column's R y objects.
+void plan_streams(LinearPlan& p, const TileOptions& t, const npu::DeviceSpec& spec) {
+  const int most = std::min({spec.shim.dma_out, p.R, spec.mem.dma_in - p.R});
+  p.streams_per_column = static_cast<int>(opt(t, "streams", std::max(most, 1)));
+  while (!t.count("streams") && p.streams_per_column > 1 && p.R % p.streams_per_column != 0)
+    --p.streams_per_column;
+  if (p.streams_per_column < 1 || p.streams_per_column > std::max(most, 1) ||
+      p.R % p.streams_per_column != 0)
+    no_fit(p, spec, "weight streams per column must divide the rows and fit the shim / mem "
+                    "tile channels");
+  p.T = p.R / p.streams_per_column;
+  p.streams_col0 = std::min(p.streams_per_column, spec.shim.dma_out - 1);
+  if (p.streams() < 1) no_fit(p, spec, "no shim channel is left for the weights");
+}
+
+// Objects a tile should see at least: the first object's trip (fill) is
+// paid once per launch, so objects must be small next to what a stream
+// carries; a call costs only tens of cycles, so small objects are cheap.
+constexpr int64_t kTargetObjects = 64;
+
 void plan_gemv(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::DeviceSpec& spec) {
-  const int64_t tiles = int64_t{p.C} * p.R;
+  plan_streams(p, t, spec);
   p.m = opt(t, "m", std::min(p.M, kGemvMaxM));
   p.S = ceil_div(p.M, p.m);
   // The matrix unit's n granule; for m = 1 a y object must still be whole
   // 4-byte DMA words.
   const int64_t gran = p.m > 1 ? 4 : 2;
-  const int64_t want_n = std::max<int64_t>(1, ceil_div(p.N, tiles));
+  const int64_t rows_per_tile = ceil_div(p.N, int64_t{p.streams()} * p.T);
   const int64_t q = k_quantum(p.K);
-  int64_t best = -1;
-  LinearPlan chosen = p;
-  // Largest weight object per call wins (fewest calls, longest DMA runs), but
-  // a further K split must gain a quarter: every split re-streams x and adds
-  // accumulator passes.
+  // The fewest K blocks whose weight block is wide enough, x resident if it
+  // can be: a re-streamed x (m rows per block, on one port) must not outweigh
+  // the weights each stream carries next to it (T n rows), so it needs n >=
+  // 2m / T; failing that anywhere, the first K split that fits at all.
+  std::optional<LinearPlan> fallback;
   for (int64_t kb = 1; kb <= 256; ++kb) {
     LinearPlan c = p;
-    c.kb = kb;
     c.k = opt(t, "k", round_up(ceil_div(p.K, kb), q));
     c.kb = ceil_div(p.K, c.k);
-    if (c.kb != kb) continue;
-    c.n = opt(t, "n", std::min(max_n(c, budget, gran), round_up(want_n, gran)));
-    if (c.n < 1 || c.l1_bytes() > budget) continue;
-    if (best < 0 || c.n * c.k * 4 > best * 5) {
-      best = c.n * c.k;
-      chosen = c;
+    if (c.kb != kb && !t.count("k")) continue;
+    for (int res : {1, 0}) {
+      if (t.count("x_resident") && opt(t, "x_resident", 1) != res) continue;
+      c.x_resident = res != 0;
+      if (!c.x_resident && c.kb == 1) continue;  // one K block is resident by nature
+      const int64_t n_max = max_n(c, budget, gran);
+      if (n_max < gran) continue;
+      const int64_t n_min = c.x_resident ? gran : round_up(ceil_div(2 * c.m, c.T), gran);
+      int64_t n = round_up(ceil_div(rows_per_tile, ceil_div(kTargetObjects, c.kb)), gran);
+      c.n = opt(t, "n", std::clamp(std::max(n, n_min), gran, n_max));
+      if (!fallback) fallback = c;
+      if (n_max >= n_min || t.count("n")) {
+        p = c;
+        p.NB = ceil_div(p.N, int64_t{p.streams()} * p.T * p.n);
+        return;
+      }
     }
-    if (t.count("k") || (kb == 1 && c.n >= want_n)) break;
+    if (t.count("k")) break;
   }
-  if (best < 0) no_fit(p, spec, "no K split fits");
-  p = chosen;
-  p.NB = ceil_div(p.N, tiles * p.n);
+  if (!fallback) no_fit(p, spec, "no K split fits");
+  p = *fallback;
+  p.NB = ceil_div(p.N, int64_t{p.streams()} * p.T * p.n);
 }
 
 void plan_gemm(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::DeviceSpec& spec) {
@@ -100,13 +132,28 @@ void plan_gemm(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::D
   }
   p.S = ceil_div(p.M, int64_t{p.R} * p.m);
   p.NB = ceil_div(p.N, int64_t{p.C} * p.n);
+  p.x_resident = p.kb == 1;
+  // The weight panel (all K of an N block) in the mem tile next to the y
+  // join: its bytes, and a BD per slot (panel, the broadcast's 2, y's 2R + 2).
+  const int64_t slots = std::max<int64_t>(p.kb, 2);
+  const bool fits = slots * p.k * p.n * 2 + int64_t{p.R} * p.m * p.n * 2 * 2 <= spec.mem.memory_bytes &&
+                    slots + 2 + 2 * int64_t{p.R} + 2 <= spec.mem.buffer_descriptors;
+  p.panel = opt(t, "panel", fits ? 1 : 0) != 0;
+  if (p.panel && !fits)
+    no_fit(p, spec, "the K panel of a weight block overflows the mem tile's memory or BDs");
 }
 
 }  // namespace
 
+int LinearPlan::streams_in(int c) const { return c == 0 ? streams_col0 : streams_per_column; }
+int LinearPlan::streams() const { return streams_col0 + (C - 1) * streams_per_column; }
+int LinearPlan::first_stream(int c) const {
+  return c == 0 ? 0 : streams_col0 + (c - 1) * streams_per_column;
+}
+
 int64_t LinearPlan::l1_bytes() const {
   auto pool = [](int64_t bytes) { return round_up(bytes, kL1Align); };
-  int64_t x = pool((kb == 1 ? 1 : 2) * m * k * 2);
+  int64_t x = pool(x_resident ? m * kb * k * 2 : 2 * m * k * 2);
   int64_t w = pool(2 * n * k * 2);
   int64_t acc = needs_acc(*this) ? pool(m * n * 4) : 0;
   int64_t y = pool(2 * m * n * 2);
@@ -138,14 +185,48 @@ LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& s
     plan_gemv(p, tiles, budget, spec);
   if (p.m < 1 || p.k < 1 || p.n < 1 || p.l1_bytes() > budget)
     no_fit(p, spec, "the blocks (x, w double-buffered, fp32 acc, y) overflow L1");
-  // Shim BDs: a W and a y task per launch, plus x tasks on the x shim (one
-  // for a resident x, else one per M step and 255 repeats of it).
-  const int64_t x_per_s = p.kb == 1 ? 0 : ceil_div(p.NB, spec.bd_max_repeat);
-  const int64_t free_bds = spec.shim.buffer_descriptors - 2 - (p.kb == 1 ? 1 : 0);
+  // Shim BDs on an x shim: its W tasks and a y task per launch, plus x tasks
+  // (one for a resident x, else one per M step and 255 repeats of it).
+  const int64_t w_tasks = p.gemm ? 1 : p.streams_in(0);
+  if (p.panel) {  // x: one task per 255 N blocks per launch; W once, y once
+    if (ceil_div(p.NB, spec.bd_max_repeat) > spec.shim.buffer_descriptors - 2)
+      no_fit(p, spec, "one launch's x passes need more shim BDs than the spec has");
+    p.s_per_launch = std::min(p.S, spec.bd_max_repeat);
+    return p;
+  }
+  const int64_t x_per_s = p.x_resident ? 0 : ceil_div(p.NB, spec.bd_max_repeat);
+  const int64_t free_bds = spec.shim.buffer_descriptors - w_tasks - 1 - (p.x_resident ? 1 : 0);
   p.s_per_launch = x_per_s == 0 ? p.S : free_bds / x_per_s;
   p.s_per_launch = std::min({p.s_per_launch, p.S, spec.bd_max_repeat});
   if (p.s_per_launch < 1) no_fit(p, spec, "one M step needs more shim BDs than the spec has");
   return p;
+}
+
+std::vector<TileOptions> linear_tile_candidates(int64_t M, int64_t K, int64_t N,
+                                               const npu::DeviceSpec& spec) {
+  std::vector<TileOptions> out;
+  const int64_t q = k_quantum(K);
+  auto k_for = [&](int64_t kb) { return round_up(ceil_div(K, kb), q); };
+  if (M <= kGemvMaxM) {
+    const int64_t gran = M > 1 ? 4 : 2;
+    for (int s = 1; s <= std::min(spec.shim.dma_out, spec.compute_rows); ++s)
+      for (int res : {1, 0})
+        for (int64_t kb : {1, 2, 3, 4, 6, 8, 12, 16}) {
+          if ((res == 0 && kb == 1) || (kb > 1 && k_for(kb) == k_for(kb - 1))) continue;
+          for (int64_t n : {2, 4, 6, 8, 12, 16, 24, 32, 48, 64})
+            if (n % gran == 0 && n <= round_up(N, gran))
+              out.push_back({{"gemm", 0}, {"streams", s}, {"x_resident", res}, {"k", k_for(kb)},
+                             {"n", n}});
+        }
+    return out;
+  }
+  for (int panel : {1, 0})
+    for (int64_t m : {32, 48, 64})
+      for (int64_t n : {32, 48, 64})
+        for (int64_t kb : {1, 2, 4, 8, 16, 32, 64, 128})
+          if (kb == 1 || k_for(kb) != k_for(kb / 2))
+            out.push_back({{"gemm", 1}, {"panel", panel}, {"m", m}, {"n", n}, {"k", k_for(kb)}});
+  return out;
 }
 
 }  // namespace tessera::kernels

@@ -9,7 +9,8 @@
 //   gemm           (a bf16[m,k], b bf16 B, c bf16[m,n])           c = bf16(A*B)
 // params: m, k, n (int); b_layout "kn" (default: B is [k, n]) or "nk" (B is
 // [n, k], i.e. an HF weight [out, in] block used without a host transpose);
-// gemm_finalize takes count (int).
+// a_off (default 0): A starts a_off elements into the a arg (one resident
+// [kb][m][k] x object serves every k block); gemm_finalize takes count (int).
 // Products of bf16 values are exact in fp32; sums are fp32 in k order.
 #include <cstdint>
 #include <vector>
@@ -21,6 +22,7 @@ namespace tessera::kernels {
 struct GemmDims {
   int64_t m = 0, k = 0, n = 0;
   bool b_nk = false;  // B stored [n, k]
+  int64_t a_off = 0;  // A starts a_off elements into its arg (a resident, K-blocked x)
 };
 
 // acc = A*B (accumulate = false) or acc += A*B.

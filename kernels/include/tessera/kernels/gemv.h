@@ -6,7 +6,8 @@
 //   gemv_init (w bf16[n,k], x bf16[k], acc f32[n])   acc  = W x
 //   gemv_acc  (w bf16[n,k], x bf16[k], acc f32[n])   acc += W x   (next k block)
 //   gemv      (w bf16[n,k], x bf16[k], y bf16[n])    y = bf16(W x)
-// params: n, k. A k-split ends with gemm_finalize (count = n) on the acc.
+// params: n, k, and x_off (default 0): x starts x_off elements into the x arg,
+// so a resident x object serves every k block of a K split. A k-split ends with gemm_finalize (count = n) on the acc.
 // Each row keeps 16 lane-wise fp32 partial sums folded in a fixed tree.
 #include <cstdint>
 #include <vector>

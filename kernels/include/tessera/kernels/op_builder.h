@@ -71,6 +71,11 @@ class OpBuilder {
   // build (e.g. a head_dim the kernel does not support).
   virtual BuiltOp build(const OpShape& shape, const npu::DeviceSpec& spec,
                         const TileOptions& tiles = {}) const = 0;
+  // Tile options worth timing for `shape` (kernels/tile_search.h). Each may
+  // still fail to build; the search drops those. Default: none besides the
+  // builder's own default choice.
+  virtual std::vector<TileOptions> tile_candidates(const OpShape& shape,
+                                                   const npu::DeviceSpec& spec) const;
 };
 
 // Registry of builders by op name (each builder file registers itself).

@@ -58,6 +58,13 @@ struct Fifo {
   // (MM2S) and how each consumer's DMA writes it (S2MM). Empty = contiguous.
   AccessPattern producer_pattern;
   std::vector<AccessPattern> consumer_patterns;  // empty or one per consumer
+  // Re-send from L2 (mem-tile producers only; mlir-aie objectfifo repeat_count
+  // over a BD chain): the producer sends each group of `repeat_group`
+  // consecutive objects `repeat` times over (o0..o(g-1), o0.., ...) before
+  // freeing them, so data staged once in a mem tile feeds several passes of
+  // the cores. The group must fit the link pool (depth of a linked FIFO >= g).
+  int repeat = 1;
+  int repeat_group = 1;
 };
 
 // Data movement through a mem tile between FIFOs.

@@ -70,6 +70,17 @@ struct KernelResult {
   // memory-bound ops, where MAC utilization says nothing.
   int64_t ddr_bytes = 0;
   double ddr_gb_per_second() const;  // ddr_bytes / predicted_seconds (0 when untimed)
+  // The dispatch without its fixed overhead (launches, reconfiguration,
+  // fill / drain): what fusion cannot amortize away.
+  double launch_seconds = 0;
+  double launch_ddr_gb_per_second() const;  // ddr_bytes / launch_seconds
+  // Its own roofline on the spec: the larger of MACs at the array's peak and
+  // the bytes it must move at the DDR rate (each logical tensor once, or the
+  // bytes the design moves when fewer: a gather reads only its rows), against
+  // launch_seconds. roofline_bound says which roof ("compute" | "ddr").
+  double roofline_seconds = 0;
+  std::string roofline_bound;
+  double roofline_share() const;  // roofline_seconds / launch_seconds
   double host_seconds = 0;          // build + simulate wall time
   std::string message;              // why it failed, one line
 };

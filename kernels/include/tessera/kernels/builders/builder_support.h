@@ -49,6 +49,13 @@ void check_numel(const std::string& op_key, const std::string& tensor, size_t go
 
 namespace tessera::kernels {
 
+// Grid coordinates of column c's shim, mem tile and compute row r.
+inline npu::TileCoord shim_tile(int c) { return {c, 0}; }
+inline npu::TileCoord mem_tile(const npu::DeviceSpec& s, int c) { return {c, s.shim_rows}; }
+inline npu::TileCoord core_tile(const npu::DeviceSpec& s, int c, int r) {
+  return {c, s.shim_rows + s.mem_rows + r};
+}
+
 // A shim DmaTask pattern over `elems` contiguous elements starting at
 // `offset` of a host buffer of `buffer_elems`: no dims when it is the whole
 // buffer, else at most spec.shim.bd_dims dims within the BD size / wrap /

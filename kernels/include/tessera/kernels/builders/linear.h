@@ -2,21 +2,34 @@
 // The `linear` design builder: y[M,N] = x[M,K] w[N,K]^T (docs/ops.md).
 //
 // Two dataflows over the C x R compute tiles, chosen by M:
-//  - gemv (decode, small M): every tile owns its own N rows, so the weights
-//    stream from DDR exactly once, split over all C*R tiles (column c's shim
-//    feeds its mem tile, which splits each object over the column's R tiles);
-//    x is broadcast from shim 0 to all tiles (resident when K fits in one
-//    block, else re-streamed per output block - it is tiny next to W).
+//  - gemv (decode, small M; linear_gemv.cpp): the weights stream from DDR
+//    exactly once per M step over every shim MM2S channel the array has:
+//    each channel is a weight "stream" feeding T = R / streams_per_column tiles
+//    of its column through the mem tile (a split), and shim 0 gives one of its
+//    channels to x, broadcast to every tile (so column 0 has one stream fewer
+//    and its last T tiles idle). x stays resident in L1 for the whole M step
+//    when it fits (a K split then reads its k blocks at an offset), else it
+//    is re-streamed per output block (long K with several prompt rows).
+//    Weight streaming is then bound by DDR, not by one port per column.
 //  - gemm (prefill, large M): tile (c, r) owns M blocks of row r and N blocks
 //    of column c; x row blocks are broadcast along a compute row straight from
 //    shim r, weight blocks go down a column through its mem tile (broadcast to
-//    the R tiles), fp32 accumulation across K stays in the tile.
+//    the R tiles), fp32 accumulation across K stays in the tile. With the
+//    weight panel ("panel", the default when it fits the mem tile's memory and
+//    BDs) the loops run N blocks outer: the K panel of a column's N block is
+//    staged once in L2 and re-sent to the cores for every M step of the launch
+//    (Fifo::repeat), so W crosses DDR once per launch and x once per N block;
+//    without it W is re-read per M step and x per N block.
 // In both, output blocks are joined per column in the mem tile and leave by
 // the column's shim. pack() pads M, K and N with zeros to the tiling and lays
 // the tensors out blocked in the order the streams read them (x per row group,
-// w and y per column), so every shim transfer is one contiguous run; zero K
-// padding adds exact zeros, padded rows / columns of y are never read back.
+// w per column or per stream, y per column), so every shim transfer is one
+// contiguous run; zero K padding adds exact zeros, padded rows / columns of y
+// are never read back.
 #include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
 
 #include "tessera/kernels/op_builder.h"
 
@@ -31,20 +44,50 @@ struct LinearPlan {
   int64_t S = 0;          // M steps: Mp = S * Rm * m
   int64_t NB = 0;         // N blocks per tile: Np = C * NB * Rn * n
   int64_t s_per_launch = 0;
+  bool x_resident = false;  // one x object per M step (all K blocks), read at offsets
+  // gemm: the K panel of each column's N block stays in the mem tile and is
+  // re-sent to the cores for every M step of the launch (W crosses DDR once
+  // per launch instead of once per M step).
+  bool panel = false;
+  // gemv: weight streams per column (column 0 gives one channel to x) and
+  // the tiles each stream feeds.
+  int streams_per_column = 1;
+  int streams_col0 = 1;
+  int T = 1;
   int Rm() const { return gemm ? R : 1; }  // row groups sharing an M step
-  int Rn() const { return gemm ? 1 : R; }  // tiles of a column splitting N
+  int streams_in(int c) const;             // gemv: weight streams of column c
+  int streams() const;                     // gemv: all weight streams
+  int first_stream(int c) const;           // gemv: global index of column c's stream 0
   int64_t Mp() const { return S * Rm() * m; }
   int64_t Kp() const { return kb * k; }
-  int64_t Np() const { return C * NB * Rn() * n; }
+  int64_t Np() const { return gemm ? C * NB * n : streams() * NB * T * n; }
   int64_t l1_bytes() const;  // per tile, objects at their FIFO depths
 };
 
-// TileOptions keys: "gemm" (0|1), "m", "k", "n", "columns", "rows". Throws
+// TileOptions keys: "gemm" (0|1), "m", "k", "n", "columns", "rows", "streams"
+// (gemv weight streams per column), "x_resident" (gemv, 0|1), "panel" (gemm,
+// 0|1). Throws
 // LimitError naming the op, the shape and the limit when nothing fits.
 LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& spec,
                        const TileOptions& tiles = {});
 
 BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec,
                      const TileOptions& tiles = {});
+
+// The options the tile search times (OpBuilder::tile_candidates): gemv over
+// streams, x residency, K split and n; gemm over m, n and the K block.
+std::vector<TileOptions> linear_tile_candidates(int64_t M, int64_t K, int64_t N,
+                                               const npu::DeviceSpec& spec);
+
+// One launch per s_per_launch M steps: fill(launch, first step, steps).
+void add_linear_launches(npu::Design& d, const LinearPlan& p,
+                         const std::function<void(npu::Launch&, int64_t, int64_t)>& fill);
+
+// The gemv dataflow's design and packing (linear_gemv.cpp).
+npu::Design make_gemv_design(const LinearPlan& p, const npu::DeviceSpec& spec);
+void pack_gemv_w(const LinearPlan& p, const npu::Design& d, std::span<const float> w,
+                 npu::HostMemory& host);
+std::vector<float> unpack_gemv_y(const LinearPlan& p, const npu::Design& d,
+                                 const npu::HostMemory& host);
 
 }  // namespace tessera::kernels

@@ -1,0 +1,53 @@
+// Tile search: the choice is legal, never slower than the builder default,
+// deterministic, cached, and respects imposed options.
+#include <gtest/gtest.h>
+
+#include "tessera/kernels/op_builder.h"
+#include "tessera/kernels/tile_search.h"
+#include "tessera/npu/timing.h"
+
+namespace tessera::kernels {
+namespace {
+
+OpShape linear_shape(int64_t M, int64_t K, int64_t N) {
+  return OpShape{"linear", {{"M", M}, {"K", K}, {"N", N}}, {}};
+}
+
+TEST(TileSearch, PicksTheFastestLegalOptionAndReportsTheRunnerUp) {
+  const auto spec = npu::DeviceSpec::preset("xdna2");
+  const OpShape s = linear_shape(1, 576, 1536);
+  const TileChoice c = search_tiles(s, spec);
+  EXPECT_GT(c.candidates, 1);
+  EXPECT_LE(c.best.seconds, c.builder_default.seconds);
+  EXPECT_LE(c.best.seconds, c.runner_up.seconds);
+  EXPECT_NE(c.best.tiles, c.runner_up.tiles);
+  // The chosen options rebuild to the same plan and the same prediction.
+  BuiltOp b = op_builder("linear").build(s, spec, c.best.tiles);
+  EXPECT_EQ(b.tiles, c.best.tiles);
+  EXPECT_DOUBLE_EQ(npu::estimate_time(b.design, spec).total_seconds, c.best.seconds);
+}
+
+TEST(TileSearch, IsDeterministicAndKeepsImposedOptions) {
+  const auto spec = npu::DeviceSpec::preset("xdna2");
+  const OpShape s = linear_shape(40, 256, 384);
+  const TileChoice a = search_tiles(s, spec, {{"n", 32}});
+  const TileChoice b = search_tiles(s, spec, {{"n", 32}});
+  EXPECT_EQ(a.best.tiles, b.best.tiles);
+  EXPECT_EQ(a.best.tiles.at("n"), 32);
+  EXPECT_EQ(a.runner_up.tiles.at("n"), 32);
+  // Another spec is another cache entry (xdna1 has 4 columns).
+  const TileChoice x1 = search_tiles(s, npu::DeviceSpec::preset("xdna1"), {{"n", 32}});
+  EXPECT_EQ(x1.best.tiles.at("columns"), 4);
+}
+
+TEST(TileSearch, OpsWithoutCandidatesKeepTheirDefault) {
+  const auto spec = npu::DeviceSpec::preset("xdna2");
+  const OpShape s{"residual_add", {{"M", 3}, {"N", 64}}, {}};
+  const TileChoice c = search_tiles(s, spec);
+  EXPECT_EQ(c.candidates, 1);
+  EXPECT_EQ(c.best.tiles, c.builder_default.tiles);
+  EXPECT_EQ(c.runner_up.seconds, 0);
+}
+
+}  // namespace
+}  // namespace tessera::kernels
