@@ -102,6 +102,10 @@ tessera::cli::Action setup(CLI::App& app) {
     print_config(m.config);
     print_weights(m);
     print_tokenizer(m.path);
+    // Printed first (what the file says), then checked: a tokenizer that does
+    // not parse or whose ids pass the model's vocab_size fails inspect here,
+    // not generate later on real text.
+    if (std::filesystem::exists(m.path / "tokenizer.json")) mdl::load_tokenizer(m.path / "tokenizer.json", m.config);
     return 0;
   };
 }

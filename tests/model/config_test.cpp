@@ -275,6 +275,21 @@ TEST(Config, ValidateRejectsInconsistentShapes) {
   expect_error<ConfigError>([&] { parse_config(j); }, {"head_dim", "63"});
 }
 
+// A corrupted size is refused at parse time, before anything is sized from it
+// (issue 13: num_hidden_layers 1e9 made inspect allocate 21.9 GB).
+TEST(Config, AbsurdSizesAreRejectedBeforeAllocation) {
+  for (const char* field : {"num_hidden_layers", "hidden_size", "intermediate_size", "vocab_size",
+                            "max_position_embeddings", "num_attention_heads"}) {
+    json j = json::parse(kQwen3_06B);
+    j[field] = 1000000000;
+    if (std::string(field) == "num_attention_heads") j["num_key_value_heads"] = 1000000000;
+    expect_error<ConfigError>([&] { parse_config(j); }, {field, "1000000000", "exceeds the limit"});
+  }
+  json j = json::parse(kQwen3_06B);
+  j["num_hidden_layers"] = kMaxLayers;  // the limit itself is allowed
+  EXPECT_EQ(parse_config(j).num_layers, kMaxLayers);
+}
+
 TEST(Config, UnmodelledFeaturesAreRejected) {
   json j = json::parse(kQwen3_06B);
   j["attention_bias"] = true;  // would give o_proj a bias too

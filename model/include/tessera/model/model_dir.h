@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "tessera/model/config.h"
+#include "tessera/model/tokenizer.h"
 #include "tessera/model/weights.h"
 
 namespace tessera::model {
@@ -15,10 +16,16 @@ struct ModelDir {
 };
 
 // Loads config.json and all weights (single or sharded) and calls
-// weights.check_against(config): a missing or unexpected tensor is a
-// TensorError naming it. With tied embeddings a stored lm_head.weight is
+// weights.check_against(config) and check_finite: a missing, unexpected or
+// non-finite tensor is a TensorError naming it. With tied embeddings a stored lm_head.weight is
 // accepted and ignored, as transformers does. FileError names a missing
 // directory or file.
 ModelDir load_model_dir(const std::filesystem::path& dir);
+
+// tokenizer.json for the model `c`: every id it can produce (vocab and added
+// tokens) must index the embedding, i.e. be < c.vocab_size (a model may have
+// more rows than its tokenizer has tokens, never fewer). FileError when the
+// file is missing, TokenizerError naming the largest id otherwise.
+Tokenizer load_tokenizer(const std::filesystem::path& file, const ModelConfig& c);
 
 }  // namespace tessera::model
