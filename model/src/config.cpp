@@ -261,7 +261,7 @@ ModelConfig load_config(const std::filesystem::path& config_json) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e309
     throw_error<ConfigError>("{}: invalid JSON: {}", config_json.string(), e.what());
   }
   ModelConfig c = parse_config(j, config_json.string());

@@ -290,6 +290,15 @@ TEST(Config, AbsurdSizesAreRejectedBeforeAllocation) {
   EXPECT_EQ(parse_config(j).num_layers, kMaxLayers);
 }
 
+// Found by fuzz/replay (safetensors header): nlohmann reports a number that
+// overflows a double as out_of_range, not parse_error; it must still be the
+// typed error of a malformed file, not an internal one (exit 70).
+TEST(Config, NumberOverflowIsAConfigError) {
+  testing::TempDir d;
+  testing::write_file(d / "config.json", R"({"architectures": ["LlamaForCausalLM"], "rms_norm_eps": 1e309})");
+  expect_error<ConfigError>([&] { load_config(d / "config.json"); }, {"config.json", "invalid JSON"});
+}
+
 TEST(Config, UnmodelledFeaturesAreRejected) {
   json j = json::parse(kQwen3_06B);
   j["attention_bias"] = true;  // would give o_proj a bias too
