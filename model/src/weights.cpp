@@ -82,7 +82,8 @@ std::vector<std::string> Weights::names() const {
 }
 
 void Weights::check_finite(const std::string& where) const {
-  for (const auto& [name, t] : tensors_) {
+  for (const auto& [name, tensor] : tensors_) {
+    const Tensor& t = tensor;  // a plain reference: lambdas may not capture structured bindings before C++20 clang 16
     const auto n = static_cast<size_t>(t.numel());
     // Chunks scanned in parallel; the smallest bad index wins, so the report is deterministic.
     constexpr size_t kChunk = size_t{1} << 20;

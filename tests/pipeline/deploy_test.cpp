@@ -195,12 +195,14 @@ TEST(Deploy, RejectsBadOptionsBeforeAnyWork) {
   EXPECT_THROW(deploy(o), UsageError);
 }
 
-// A deploy options on a 2-layer synthetic model directory (not a preset): the
+// Deploy options on a 1-layer synthetic model directory (not a preset): the
 // source can be edited between deploys as a user's model would be.
 DeployOptions dir_options(const fs::path& root, const std::string& out) {
   DeployOptions o = tiny_options("", root / out);
   o.model_dir = root / "m";
-  if (!fs::exists(o.model_dir)) model::write_synthetic_model(model::preset("tiny"), o.model_dir, 1, 2);
+  o.gate_seq = 5;  // these tests are about the directory, not the gates: the smallest deploy
+  o.continuation = 3;
+  if (!fs::exists(o.model_dir)) model::write_synthetic_model(model::preset("tiny"), o.model_dir, 1, 1);
   return o;
 }
 
