@@ -76,6 +76,32 @@ TEST(Manifest, Sha256AndStaleArtifacts) {
   EXPECT_FALSE(problem.empty());
 }
 
+// check_deployment on hand-built manifests: an interrupted phase, a phase
+// judged on other options, an input no earlier phase wrote.
+TEST(Manifest, CheckDeploymentReChecksTheVerdictChain) {
+  const fs::path d = scratch("chain");
+  fs::create_directories(d);
+  std::ofstream(d / "a.json") << "{}";
+  Manifest m;
+  m.record(d, "a.json", 0);
+  m.phases[0] = {"passed", {{"options", "o"}}};
+  m.phases[1] = {"running", {{"options", "o"}, {"a.json", sha256_file(d / "a.json")}}};
+  auto problems = check_deployment(d, m, {"a.json"});
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("phase 1 was interrupted"), std::string::npos) << problems[0];
+  m.phases[1] = {"passed", {{"options", "other"}, {"a.json", sha256_file(d / "a.json")}}};
+  problems = check_deployment(d, m, {"a.json", "b.json"});
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_NE(problems[0].find("phase 1 was judged on other options than phase 0"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[1].find("b.json is not an artifact"), std::string::npos) << problems[1];
+  m.phases[1] = {"passed", {{"options", "o"}, {"a.json", sha256_file(d / "a.json")}, {"z.bin", "0"}}};
+  problems = check_deployment(d, m, {});
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("phase 1 read z.bin, which no earlier phase wrote"), std::string::npos) << problems[0];
+  m.phases[1].inputs.erase("z.bin");
+  EXPECT_TRUE(check_deployment(d, m, {"a.json"}).empty());
+}
+
 TEST(DeployThresholds, DerivedFromThePathAndExplained) {
   for (const auto* t : {&phase2_rules(), &phase3_rules(), &phase6_rules()})
     for (const auto& r : *t) EXPECT_FALSE(r.reason.empty()) << r.name;
