@@ -9,6 +9,14 @@ function(tessera_warnings target)
   endif()
 endfunction()
 
+# libFuzzer builds: coverage instrumentation everywhere, ASan + UBSan as the
+# oracle of a finding (the fuzz targets add -fsanitize=fuzzer at link).
+if(TESSERA_FUZZ)
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+    -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
 if(TESSERA_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)

@@ -44,7 +44,7 @@ int run(const GenerateArgs& a) {
   runtime::Sampler sampler(a.sampling);  // validates the options before any loading
   const std::filesystem::path dir(a.model_dir);
   model::ModelDir md = model::load_model(dir);
-  const auto tok = model::load_tokenizer(dir);
+  const auto tok = model::load_tokenizer(dir, md.config);
   const std::vector<int32_t> prompt = tessera::cli::encode_prompt(tok, a.prompt, a.chat, dir);
   if (prompt.empty()) throw_error<UsageError>("the prompt encodes to no tokens");
   const oracle::Oracle oracle(md.config, md.weights);
@@ -57,7 +57,7 @@ int run(const GenerateArgs& a) {
   std::vector<int32_t> generated;
   TextStream stream;
   int64_t decode_steps = 0;
-  bool stopped_at_eos = false;
+  bool stopped_at_eos = false, context_full = false;
   while (static_cast<int64_t>(generated.size()) < a.max_tokens) {
     const int32_t next = sampler.sample(logits.as<float>());
     if (std::find(eos.begin(), eos.end(), next) != eos.end()) {
@@ -68,6 +68,11 @@ int run(const GenerateArgs& a) {
     std::fputs(stream.next(tok.decode(generated, true), false).c_str(), stdout);
     std::fflush(stdout);
     if (static_cast<int64_t>(generated.size()) == a.max_tokens) break;
+    // The next token would sit past the model's last position: stop, as `run` does.
+    if (cache.length() >= md.config.max_position_embeddings) {
+      context_full = true;
+      break;
+    }
     logits = oracle.forward(std::span(&next, 1), cache);
     ++decode_steps;
   }
@@ -75,12 +80,16 @@ int run(const GenerateArgs& a) {
   std::fputs(stream.next(tok.decode(generated, true), true).c_str(), stdout);
   std::fputs("\n", stdout);
   std::fflush(stdout);
+  const std::string stop = stopped_at_eos ? ", stopped at EOS"
+                           : context_full ? fmt::format(", stopped: context full ({} positions)",
+                                                        md.config.max_position_embeddings)
+                                          : "";
   std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%s); generation: %zu tokens, %lld decode "
                "steps in %.3f s (%s)%s\n",
                prompt.size(), seconds(t1 - t0),
                rate(static_cast<int64_t>(prompt.size()), seconds(t1 - t0)).c_str(),
                generated.size(), static_cast<long long>(decode_steps), seconds(t2 - t1),
-               rate(decode_steps, seconds(t2 - t1)).c_str(), stopped_at_eos ? ", stopped at EOS" : "");
+               rate(decode_steps, seconds(t2 - t1)).c_str(), stop.c_str());
   if (a.print_ids) std::fprintf(stderr, "ids: %s\n", fmt::format("{}", fmt::join(generated, ",")).c_str());
   return 0;
 }

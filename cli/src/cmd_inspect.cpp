@@ -138,6 +138,11 @@ tessera::cli::Action setup(CLI::App& app) {
     print_weights(m);
     print_tokenizer(m.path);
     print_chat_template(m.path);
+    // Printed first (what the file says), then checked: a tokenizer that does
+    // not parse or whose ids pass the model's vocab_size fails inspect here,
+    // not generate later on real text (a GGUF's tokenizer is checked the same).
+    if (mdl::is_gguf_file(m.path) || std::filesystem::exists(m.path / "tokenizer.json"))
+      mdl::load_tokenizer(m.path, m.config);
     return 0;
   };
 }

@@ -1,6 +1,6 @@
 // tessera run: text generation on the modelled NPU from a deployment directory
-// (tessera deploy). The packed weights, config and device spec are verified
-// against manifest.json before use; the text streams to stdout, the timing
+// (tessera deploy). The packed weights, config, tokenizer and device spec are
+// verified against manifest.json's verdict chain before use; the text streams to stdout, the timing
 // line goes to stderr (as `tessera generate`), predicted NPU time and host
 // wall time side by side, never one passed off as the other.
 #include <cstdio>
@@ -16,6 +16,7 @@
 #include "tessera/compiler/packed_weights.h"
 #include "tessera/core/error.h"
 #include "tessera/core/log.h"
+#include "tessera/model/model_dir.h"
 #include "tessera/model/tokenizer.h"
 #include "tessera/pipeline/manifest.h"
 #include "tessera/runtime/session.h"
@@ -31,18 +32,19 @@ struct RunArgs {
   tessera::runtime::SamplingOptions sampling;
 };
 
-// Every file `run` trusts must still be what deploy wrote.
+// Every file `run` loads must be what deploy wrote and what the passed
+// phases were judged on (pipeline::check_deployment; manifest.h says what
+// this can and cannot catch).
 void verify(const fs::path& dir, const tessera::pipeline::Manifest& m) {
   using namespace tessera;
-  for (const char* f : {"model/config.json", "spec.json", "weights.safetensors"}) {
-    if (!m.artifacts.count(f))
-      throw_error<InputError>("run: {} is not a deployment with {} (run tessera deploy first)", dir.string(), f);
-    if (!m.artifact_matches(dir, f))
-      throw_error<InputError>("run: {} does not match its sha256 in {}/manifest.json (edited or truncated): "
-                              "redeploy", (dir / f).string(), dir.string());
-  }
-  auto p6 = m.phases.find(6);
-  if (p6 == m.phases.end() || p6->second.status != "passed")
+  if (m.phases.empty() && m.artifacts.empty())
+    throw_error<InputError>("run: {} is not a deployment (no manifest.json; run tessera deploy first)", dir.string());
+  const auto problems = pipeline::check_deployment(
+      dir, m, {"model/config.json", "model/tokenizer.json", "spec.json", "weights.safetensors"});
+  if (!problems.empty())
+    throw_error<InputError>("run: {} cannot be trusted: {}{}; redeploy", dir.string(), problems.front(),
+                            problems.size() > 1 ? fmt::format(" (and {} more problems)", problems.size() - 1) : "");
+  if (!m.phases.count(6))
     log_warn("{} has not passed phase 6 (integration): its output is not verified", dir.string());
 }
 
@@ -53,14 +55,13 @@ int run(const RunArgs& a) {
   runtime::Sampler check(a.sampling);  // validates the options before any loading
   const auto bucket = runtime::parse_bucket_policy(a.bucket);
   const fs::path dir(a.dir);
+  const pipeline::DirLock lock(dir, pipeline::DirLock::Mode::shared, "run");  // no deploy writing meanwhile
   std::string problem;
   const pipeline::Manifest m = pipeline::Manifest::load(dir, &problem);
   if (!problem.empty()) throw_error<InputError>("run: {}: {}", dir.string(), problem);
   verify(dir, m);
   model::ModelConfig config = model::load_config(dir / "model/config.json");
-  if (!fs::exists(dir / "model/tokenizer.json"))
-    throw_error<FileError>("run: {} has no tokenizer (model/tokenizer.json)", dir.string());
-  const auto tok = model::Tokenizer::from_file(dir / "model/tokenizer.json");
+  const auto tok = model::load_tokenizer(dir / "model/tokenizer.json", config);
   std::ifstream sj(dir / "spec.json");
   const npu::DeviceSpec spec = npu::DeviceSpec::from_json(nlohmann::json::parse(sj));
   auto weights = std::make_shared<compiler::PackedWeights>(compiler::PackedWeights::load(dir / "weights.safetensors"));

@@ -209,6 +209,20 @@ void ModelConfig::validate() const {
   positive("head_dim", head_dim);
   positive("vocab_size", vocab_size);
   positive("max_position_embeddings", max_position_embeddings);
+  // Sane upper bounds, checked before anything is sized from these fields (a
+  // corrupted num_hidden_layers must be an error, not an allocation).
+  auto at_most = [&](const char* field, int64_t v, int64_t limit, const char* why) {
+    if (v > limit)
+      throw_error<ConfigError>("{}: {} {} exceeds the limit {} ({})", name, field, v, limit, why);
+  };
+  at_most("num_hidden_layers", num_layers, kMaxLayers, "the deepest published decoder has 126");
+  at_most("hidden_size", hidden_size, kMaxWidth, "published decoders stay below 2^15");
+  at_most("intermediate_size", intermediate_size, kMaxWidth, "published decoders stay below 2^17");
+  at_most("num_attention_heads", num_heads, kMaxHeads, "published decoders have at most 128");
+  at_most("head_dim", head_dim, kMaxHeadDim, "published decoders use at most 256");
+  at_most("vocab_size", vocab_size, kMaxVocab, "token ids travel as f32, exact below 2^24");
+  at_most("max_position_embeddings", max_position_embeddings, kMaxPositions,
+          "published decoders stay below 2^21");
   if (sliding_window < 0)
     throw_error<ConfigError>("{}: sliding_window must be positive or null, got {}", name,
                              sliding_window);
@@ -247,7 +261,7 @@ ModelConfig load_config(const std::filesystem::path& config_json) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e309
     throw_error<ConfigError>("{}: invalid JSON: {}", config_json.string(), e.what());
   }
   ModelConfig c = parse_config(j, config_json.string());

@@ -122,7 +122,7 @@ SafetensorsHeader parse_safetensors_header(std::string_view json_text, uint64_t 
   json j;
   try {
     j = json::parse(json_text.begin(), json_text.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e309
     throw_error<SafetensorsError>("{}: header is not valid JSON: {}", file, e.what());
   }
   if (!j.is_object()) throw_error<SafetensorsError>("{}: header must be a JSON object", file);

@@ -67,7 +67,7 @@ std::map<std::string, std::string> read_weight_map(const std::filesystem::path& 
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e309
     throw_error<SafetensorsError>("{}: invalid JSON: {}", index.string(), e.what());
   }
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())

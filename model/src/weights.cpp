@@ -1,10 +1,14 @@
 #include "tessera/model/weights.h"
 
+#include <atomic>
+#include <cstring>
+#include <limits>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "tessera/core/error.h"
+#include "tessera/core/threads.h"
 
 namespace tessera::model {
 namespace {
@@ -16,6 +20,39 @@ std::string name_list(const std::vector<std::string>& names) {
   for (size_t i = 0; i < names.size() && i < kShown; ++i) s += (i ? ", " : "") + names[i];
   if (names.size() > kShown) s += fmt::format(" (and {} more)", names.size() - kShown);
   return s;
+}
+
+// Index of the first element of [data, data + n) whose exponent bits are all
+// ones (Inf or NaN), or n. T is the storage word, `exp` its exponent mask.
+template <class T>
+size_t first_non_finite(const std::byte* data, size_t n, T exp) {
+  for (size_t i = 0; i < n; ++i) {
+    T w;
+    std::memcpy(&w, data + i * sizeof(T), sizeof(T));
+    if ((w & exp) == exp) return i;
+  }
+  return n;
+}
+
+size_t first_non_finite(const Tensor& t, size_t begin, size_t end) {
+  const std::byte* p = t.bytes() + begin * dtype_size(t.dtype());
+  const size_t n = end - begin;
+  switch (t.dtype()) {
+    case DType::f32: return begin + first_non_finite<uint32_t>(p, n, 0x7f800000u);
+    case DType::bf16: return begin + first_non_finite<uint16_t>(p, n, uint16_t{0x7f80});
+    case DType::f16: return begin + first_non_finite<uint16_t>(p, n, uint16_t{0x7c00});
+  }
+  return end;
+}
+
+// "NaN", "+Inf" or "-Inf" for element i, known to be non-finite.
+std::string non_finite_name(const Tensor& t, size_t i) {
+  const size_t w = dtype_size(t.dtype());
+  uint32_t bits = 0;
+  std::memcpy(&bits, t.bytes() + i * w, w);  // little-endian: the low bytes of `bits`
+  const uint32_t mantissa = t.dtype() == DType::f32 ? 0x7fffffu : t.dtype() == DType::bf16 ? 0x7fu : 0x3ffu;
+  if (bits & mantissa) return "NaN";
+  return bits >> (8 * w - 1) ? "-Inf" : "+Inf";
 }
 
 }  // namespace
@@ -42,6 +79,39 @@ std::vector<std::string> Weights::names() const {
   v.reserve(tensors_.size());
   for (const auto& [n, t] : tensors_) v.push_back(n);
   return v;
+}
+
+void Weights::check_finite(const std::string& where) const {
+  for (const auto& [name, tensor] : tensors_) {
+    const Tensor& t = tensor;  // a plain reference: lambdas may not capture structured bindings before C++20 clang 16
+    const auto n = static_cast<size_t>(t.numel());
+    // Chunks scanned in parallel; the smallest bad index wins, so the report is deterministic.
+    constexpr size_t kChunk = size_t{1} << 20;
+    const size_t chunks = (n + kChunk - 1) / kChunk;
+    std::atomic<size_t> first{std::numeric_limits<size_t>::max()};
+    parallel_for(chunks, [&](size_t c0, size_t c1) {
+      for (size_t c = c0; c < c1; ++c) {
+        const size_t end = std::min(n, (c + 1) * kChunk);
+        const size_t i = first_non_finite(t, c * kChunk, end);
+        if (i == end) continue;
+        size_t cur = first.load();
+        while (i < cur && !first.compare_exchange_weak(cur, i)) {
+        }
+        break;
+      }
+    });
+    const size_t i = first.load();
+    if (i == std::numeric_limits<size_t>::max()) continue;
+    Shape idx(t.shape().size());
+    size_t rest = i;
+    for (size_t d = idx.size(); d-- > 0;) {
+      const auto dim = static_cast<size_t>(t.shape()[d]);
+      idx[d] = static_cast<int64_t>(rest % dim);
+      rest /= dim;
+    }
+    throw_error<TensorError>("{}: tensor '{}' element {} (flat index {}) is {}: weights must be finite", where,
+                             name, shape_str(idx), i, non_finite_name(t, i));
+  }
 }
 
 // A checkpoint with tied embeddings may still carry lm_head.weight (some

@@ -1,5 +1,9 @@
 #include "tessera/oracle/oracle.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "tessera/core/error.h"
@@ -175,6 +179,27 @@ Tensor Oracle::lm_head(Scratch& s, LogitsMode mode, const Recorder& rec) const {
   return logits;
 }
 
+size_t Oracle::forward_bytes(int64_t tokens, int64_t past, bool taps) const {
+  const auto T = static_cast<double>(tokens), keys = static_cast<double>(past + tokens);
+  const auto H = static_cast<double>(cfg_.hidden_size), I = static_cast<double>(cfg_.intermediate_size);
+  const auto qd = static_cast<double>(cfg_.q_dim()), kvd = static_cast<double>(cfg_.kv_dim());
+  const double per_row = 4 * H + 2 * qd + 2 * kvd + 3 * I;  // Scratch buffers
+  double floats = T * per_row + T * keys                     // + attention scores
+                  + 2 * static_cast<double>(cfg_.num_layers) * T * kvd  // + KV cache growth
+                  + T * static_cast<double>(cfg_.vocab_size);           // + logits (all rows at most)
+  if (taps) floats += static_cast<double>(cfg_.num_layers) * T * per_row;
+  return static_cast<size_t>(std::min(floats * sizeof(float), 1e19));
+}
+
+namespace {
+
+size_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : SIZE_MAX;
+}
+
+}  // namespace
+
 Tensor Oracle::forward(std::span<const int32_t> tokens, KvCache& cache,
                        const ForwardRequest& req) const {
   if (tokens.empty()) throw_error<InputError>("{}: forward called with no tokens", cfg_.name);
@@ -185,6 +210,18 @@ Tensor Oracle::forward(std::span<const int32_t> tokens, KvCache& cache,
   TESSERA_CHECK(cache.num_layers() == cfg_.num_layers && cache.kv_dim() == cfg_.kv_dim(),
                 "KV cache of {} layers x {} does not fit {}", cache.num_layers(),
                 cache.kv_dim(), cfg_.name);
+  const auto n = static_cast<int64_t>(tokens.size());
+  if (cache.length() + n > cfg_.max_position_embeddings)
+    throw_error<LimitError>("{}: context full: {} tokens at position {} need {} positions, the model has "
+                            "max_position_embeddings {}", cfg_.name, n, cache.length(), cache.length() + n,
+                            cfg_.max_position_embeddings);
+  // Checked before anything is allocated: a long prompt is refused, not an OOM kill.
+  const size_t need = forward_bytes(n, cache.length(), req.want != nullptr && !req.want->empty());
+  if (need > physical_memory_bytes())
+    throw_error<LimitError>("{}: a forward of {} tokens at position {} needs {:.1f} GB of activations, more "
+                            "than this machine's {:.1f} GB of memory: use a shorter prompt", cfg_.name, n,
+                            cache.length(), static_cast<double>(need) / 1e9,
+                            static_cast<double>(physical_memory_bytes()) / 1e9);
   const Recorder rec(req);
   const int64_t T = static_cast<int64_t>(tokens.size()), H = cfg_.hidden_size;
   const int64_t I = cfg_.intermediate_size, qd = cfg_.q_dim(), kvd = cfg_.kv_dim();

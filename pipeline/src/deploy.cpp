@@ -1,7 +1,10 @@
 // deploy(): phases 0 to 6 in order with resume (deploy.h). A phase is
 // skipped only when the manifest says it passed, every artifact it wrote still
-// has its recorded sha256, and what it read (options, source, earlier
-// artifacts) hashes the same; anything else is redone and issues.md says why.
+// has its recorded sha256 (and, where it can be re-derived from the source and
+// options, is what they give), and what it read (options, source, every earlier
+// artifact) hashes the same; anything else is redone with every later phase,
+// and issues.md says why (manifest.h: the verdict chain).
+#include <exception>
 #include <fstream>
 #include <sstream>
 
@@ -33,6 +36,12 @@ constexpr PhaseEntry kPhases[] = {{0, detail::run_phase0},
 
 std::string phase_file(int p) { return fmt::format("phase{}.json", p); }
 
+// DESIGN.md's phase names, for a phase that ended in an error before naming itself.
+std::string phase_name(int p) {
+  static const char* const kNames[] = {"oracle", "kernels", "block", "model", "prefill", "decode", "integration", "evaluation"};
+  return p >= 0 && p < 8 ? kNames[p] : fmt::format("phase{}", p);
+}
+
 std::string read_file(const std::filesystem::path& f) {
   std::ifstream in(f, std::ios::binary);
   std::stringstream ss;
@@ -49,7 +58,12 @@ bool can_skip(Context& ctx, int p) {
     ctx.issues.push_back(fmt::format("phase {} had status '{}': redone", p, it->second.status));
     return false;
   }
-  const std::vector<std::string> stale = ctx.manifest.stale(ctx.out, p);
+  if (ctx.opts.tamper_packed && p >= 2) {
+    ctx.issues.push_back(fmt::format("phase {} redone: a planted bug is active", p));
+    return false;
+  }
+  std::vector<std::string> stale = ctx.manifest.stale(ctx.hasher(), p);
+  for (const std::string& s : ctx.underived(p)) stale.push_back(s);
   if (!stale.empty()) {
     ctx.issues.push_back(fmt::format("phase {} redone, its artifacts are not trusted: {}", p, fmt::join(stale, "; ")));
     return false;
@@ -60,21 +74,42 @@ bool can_skip(Context& ctx, int p) {
     auto old = it->second.inputs.find(name);
     if (old == it->second.inputs.end() || old->second != sha) changed.push_back(name);
   }
-  if (!changed.empty() || now.size() != it->second.inputs.size()) {
+  for (const auto& [name, sha] : it->second.inputs)
+    if (!now.count(name)) changed.push_back(name);
+  if (!changed.empty()) {
     ctx.issues.push_back(fmt::format("phase {} redone: its inputs changed ({})", p, fmt::join(changed, ", ")));
     return false;
   }
   return true;
 }
 
+// A phase about to run drops itself and every later phase from the manifest
+// and is saved as "running" first: if it fails or is killed, nothing after it
+// still claims to have passed, and a resume redoes it.
 PhaseResult run_one(Context& ctx, const PhaseEntry& e) {
+  std::erase_if(ctx.manifest.phases, [&](const auto& kv) { return kv.first >= e.phase; });
+  std::erase_if(ctx.manifest.artifacts, [&](const auto& kv) { return kv.second.phase >= e.phase; });
+  ctx.forget_hashes();
+  auto inputs = ctx.inputs_of(e.phase);
+  ctx.manifest.phases[e.phase] = {"running", inputs};
+  ctx.manifest.save(ctx.out);
   std::vector<std::string> artifacts;
-  PhaseResult r = e.run(ctx, artifacts);
+  PhaseResult r;
+  try {
+    r = e.run(ctx, artifacts);
+  } catch (const std::exception& err) {
+    // Not a gate but an error (bad input, a device limit, a bug): the phase
+    // failed for that reason, report.json and issues.md say so, and the error
+    // goes on to the caller once they are written.
+    r = PhaseResult{e.phase, phase_name(e.phase), "failed", {}, 0, {{"error", err.what()}}};
+    ctx.failure = std::current_exception();
+  }
   detail::write_json(ctx.out / phase_file(e.phase), detail::phase_to_json(r));
   artifacts.push_back(phase_file(e.phase));
   // Artifacts before status: a crash in between leaves a phase that is redone.
   for (const auto& a : artifacts) ctx.manifest.record(ctx.out, a, e.phase);
-  ctx.manifest.phases[e.phase] = {r.status, ctx.inputs_of(e.phase)};
+  ctx.forget_hashes();
+  ctx.manifest.phases[e.phase] = {r.status, inputs};
   ctx.manifest.save(ctx.out);
   return r;
 }
@@ -95,11 +130,13 @@ std::function<void(compiler::PackedWeights&)> negate_packed_weight(const std::st
 }
 
 DeployReport deploy(const DeployOptions& opts) {
-  std::string problem;
-  Manifest manifest = opts.resume ? Manifest::load(opts.out, &problem) : Manifest{};
-  Context ctx(opts, manifest);
-  if (!problem.empty()) ctx.issues.push_back(problem);
+  Manifest manifest;
+  Context ctx(opts, manifest);  // checks every option before anything is written
   std::filesystem::create_directories(ctx.out);
+  const DirLock lock(ctx.out, DirLock::Mode::exclusive, "deploy");
+  std::string problem;
+  if (opts.resume) manifest = Manifest::load(opts.out, &problem);
+  if (!problem.empty()) ctx.issues.push_back(problem);
   DeployReport rep;
   rep.model = ctx.config.name;
   for (const PhaseEntry& e : kPhases) {
@@ -122,6 +159,7 @@ DeployReport deploy(const DeployOptions& opts) {
   const auto issues = ctx.out / "issues.md";
   detail::write_text(issues, detail::issues_markdown(std::filesystem::exists(issues) ? read_file(issues) : "",
                                                      rep, ctx.issues));
+  if (ctx.failure) std::rethrow_exception(ctx.failure);
   return rep;
 }
 

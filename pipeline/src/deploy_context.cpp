@@ -33,6 +33,20 @@ model::ModelConfig initial_config(const DeployOptions& o) {
   return c;
 }
 
+// An --out that is neither new, empty nor a deployment is refused before
+// anything is written into it: deploy would mix its files with someone else's.
+void check_out_dir(const fs::path& out) {
+  if (out.empty()) throw_error<UsageError>("deploy: an output directory is required (--out)");
+  std::error_code ec;
+  if (!fs::exists(out, ec)) return;
+  if (!fs::is_directory(out, ec))
+    throw_error<UsageError>("deploy: --out {} exists and is not a directory", out.string());
+  if (fs::exists(out / "manifest.json") || fs::exists(out / ".tessera.lock")) return;
+  if (fs::directory_iterator(out, ec) != fs::directory_iterator())
+    throw_error<UsageError>("deploy: --out {} is a non-empty directory that is not a deployment (no "
+                            "manifest.json); choose a new or empty directory", out.string());
+}
+
 }  // namespace
 
 std::vector<int32_t> gate_prompt(uint64_t seed, int64_t n, int64_t vocab) {
@@ -75,7 +89,7 @@ std::vector<float> OracleRun::step_row(size_t i, int64_t vocab) const {
 
 Context::Context(const DeployOptions& o, Manifest& m)
     : opts(o), manifest(m), out(o.out), config(initial_config(o)) {
-  if (out.empty()) throw_error<UsageError>("deploy: an output directory is required (--out)");
+  check_out_dir(out);
   if (o.prompt.empty() && o.gate_seq < 2)
     throw_error<UsageError>("deploy: the gate prompt needs >= 2 tokens, got --seq {}", o.gate_seq);
   if (o.continuation < 1)
@@ -83,6 +97,25 @@ Context::Context(const DeployOptions& o, Manifest& m)
   for (int32_t t : o.prompt)
     if (t < 0 || t >= config.vocab_size)
       throw_error<UsageError>("deploy: prompt id {} outside the vocabulary [0, {})", t, config.vocab_size);
+  // Phase 6 prefills the prompt and decodes continuation - 1 tokens after it
+  // in a runtime session of the default context; phase 0's oracle covers the
+  // same positions.
+  const int64_t context = config.default_context();
+  if (seq() + o.continuation - 1 > context)
+    throw_error<UsageError>("deploy: a {}-token gate prompt (--seq) and {} continuation tokens (--tokens) "
+                            "need {} positions; {} has {} (max_position_embeddings {}, capped at 4096)",
+                            seq(), o.continuation, seq() + o.continuation - 1, config.name, context,
+                            config.max_position_embeddings);
+  const FileHasher plain = plain_hasher(out);
+  hasher_ = [this, plain](const std::string& rel) {
+    auto it = sha_memo_.find(rel);
+    return it != sha_memo_.end() ? it->second : (sha_memo_[rel] = plain(rel));
+  };
+}
+
+void Context::forget_hashes() {
+  sha_memo_.clear();
+  if (!opts.preset.empty()) source_hash_.reset();  // a preset's source lives in `out`
 }
 
 int64_t Context::seq() const {
@@ -152,12 +185,16 @@ std::shared_ptr<compiler::PackedWeights> Context::packed() {
   if (packed_) return packed_;
   const fs::path file = out / "weights.safetensors";
   compiler::PackedWeights pw;
-  if (manifest.artifact_matches(out, "weights.safetensors")) {
+  auto p2 = manifest.phases.find(2);
+  // Phase 2 packs; once it is running again, the file on disk is from another
+  // run (other source, options or an interrupted pack) whatever its sha256 says.
+  if (p2 != manifest.phases.end() && p2->second.status == "passed" && manifest.artifacts.count("weights.safetensors") &&
+      hasher_("weights.safetensors") == manifest.artifacts.at("weights.safetensors").sha256) {
     pw = compiler::PackedWeights::load(file);
   } else {
     if (fs::exists(file))
-      issues.push_back("weights.safetensors did not match its sha256 in manifest.json: repacked "
-                       "from the source weights, never loaded");
+      issues.push_back("weights.safetensors repacked from the source weights (phase 2 is redone; the file "
+                       "on disk is never loaded)");
     std::vector<const compiler::Plan*> plans = {&prefill_plan(), &decode_plan()};
     pw = compiler::pack_weights(plans, config, weights(),
                                 [this](size_t d, size_t t) { progress("pack weights", d, t); });
@@ -201,16 +238,29 @@ std::string Context::source_hash() {
 }
 
 std::map<std::string, std::string> Context::inputs_of(int phase) {
-  std::map<std::string, std::string> in = {{"options", options_hash()}};
+  std::map<std::string, std::string> in = earlier_artifacts(hasher_, manifest, phase);
+  in["options"] = options_hash();
   // A preset's source is phase 0's own output; a model directory is an input of every phase.
   if (phase > 0 || opts.preset.empty()) in["source"] = source_hash();
-  if (phase >= 2) {
-    for (const char* a : {"oracle.safetensors", "weights.safetensors"}) {
-      auto it = manifest.artifacts.find(a);
-      if (it != manifest.artifacts.end()) in[a] = it->second.sha256;
-    }
-  }
+  // A verdict reached with a planted bug never stands for the real deployment.
+  if (opts.tamper_packed && phase >= 2) in["planted_bug"] = "active";
   return in;
+}
+
+std::vector<std::string> Context::underived(int phase) {
+  std::vector<std::string> differ;
+  auto expect = [&](const std::string& rel, const std::string& sha, const std::string& from) {
+    if (manifest.artifacts.count(rel) && hasher_(rel) != sha)
+      differ.push_back(fmt::format("{}: not what {} gives", rel, from));
+  };
+  if (phase == 0) {
+    expect("model/config.json", sha256_text(model::config_to_json(config).dump(2) + "\n"),
+           "the source config.json and --layers");
+    const fs::path tok = source_dir() / "tokenizer.json";
+    expect("model/tokenizer.json", fs::exists(tok) ? sha256_file(tok) : "missing", "the source tokenizer.json");
+  }
+  if (phase == 2) expect("spec.json", sha256_text(opts.spec.to_json().dump(2) + "\n"), "the device spec");
+  return differ;
 }
 
 void Context::progress(const std::string& label, size_t done, size_t total) const {

@@ -3,6 +3,7 @@
 // context with its lazily obtained inputs (model weights, oracle results,
 // plans, packed weights), so a resumed run loads only what the phases it
 // redoes need.
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -45,6 +46,7 @@ class Context {
   fs::path out;
   model::ModelConfig config;  // after the layer override
   std::vector<std::string> issues;  // this run's notes for issues.md
+  std::exception_ptr failure;       // the error a phase ended in (rethrown once reported)
 
   fs::path source_dir() const;     // the HF directory the weights come from
   const model::Weights& weights(); // source weights, truncated to config's layers
@@ -60,13 +62,23 @@ class Context {
   void set_passes(bool decode, std::vector<std::string> passes);
   const std::vector<std::string>& passes(bool decode) const { return decode ? decode_passes_ : prefill_passes_; }
   // The packed weights phases 2/3/6 run on: loaded from weights.safetensors
-  // when the manifest vouches for it, else packed (and written). The test
-  // hook opts.tamper_packed is applied to this in-memory copy.
+  // only when phase 2 (which packs them) is passed and current (it was
+  // skipped), else packed from the source and written. The test hook
+  // opts.tamper_packed is applied to this in-memory copy.
   std::shared_ptr<compiler::PackedWeights> packed();
   int64_t seq() const;  // gate prompt length
 
-  // sha256 of what a phase reads (source files, options, earlier artifacts).
+  // sha256 of what a phase reads: options, source files and every artifact of
+  // the phases before it (manifest.h: the verdict chain).
   std::map<std::string, std::string> inputs_of(int phase);
+  // Artifacts of `phase` that can be re-derived from the source and options
+  // (model/config.json, model/tokenizer.json, spec.json) but differ from that
+  // derivation: one line each. These are caught however manifest.json reads.
+  std::vector<std::string> underived(int phase);
+  // sha256 of out/rel, memoized until forget_hashes() (called whenever a phase
+  // is about to write, and after it wrote).
+  const FileHasher& hasher() const { return hasher_; }
+  void forget_hashes();
   void progress(const std::string& label, size_t done, size_t total) const;
 
  private:
@@ -80,6 +92,8 @@ class Context {
   std::shared_ptr<compiler::PackedWeights> packed_;
   std::optional<std::string> source_hash_;
   std::vector<std::string> prefill_passes_, decode_passes_;
+  std::map<std::string, std::string> sha_memo_;
+  FileHasher hasher_;
 };
 
 // The host values a plan at P = 0 reads: token ids, the RoPE table of

@@ -12,6 +12,7 @@
 
 #include "deploy_internal.h"
 #include "tessera/core/error.h"
+#include "tessera/model/model_dir.h"
 #include "tessera/model/safetensors.h"
 #include "tessera/model/synth.h"
 #include "tessera/oracle/oracle.h"
@@ -89,10 +90,17 @@ PhaseResult run_phase0(Context& ctx, std::vector<std::string>& artifacts) {
   fs::create_directories(ctx.out / "model");
   write_json(ctx.out / "model/config.json", model::config_to_json(ctx.config));
   artifacts.push_back("model/config.json");
-  if (fs::exists(ctx.source_dir() / "tokenizer.json")) {
-    fs::copy_file(ctx.source_dir() / "tokenizer.json", ctx.out / "model/tokenizer.json",
-                  fs::copy_options::overwrite_existing);
+  const fs::path tok = ctx.source_dir() / "tokenizer.json";
+  if (fs::exists(tok)) {
+    // Parsed and checked against the vocabulary here, so that a tokenizer
+    // `tessera run` would reject fails the deployment instead.
+    model::load_tokenizer(tok, ctx.config);
+    fs::copy_file(tok, ctx.out / "model/tokenizer.json", fs::copy_options::overwrite_existing);
     artifacts.push_back("model/tokenizer.json");
+  } else {
+    fs::remove(ctx.out / "model/tokenizer.json");
+    ctx.issues.push_back(fmt::format("{} has no tokenizer.json: tessera run cannot use this deployment",
+                                     ctx.source_dir().string()));
   }
 
   OracleRun run;

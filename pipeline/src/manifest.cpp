@@ -1,13 +1,19 @@
 // manifest.json: sha256 of artifacts and inputs per phase (manifest.h).
 #include "tessera/pipeline/manifest.h"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/error.h"
@@ -19,6 +25,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kFormat = "tessera-deploy-manifest";
+constexpr int kVersion = 2;  // 2: verdict chain (inputs hash earlier artifacts) and seal
 
 struct MdCtxFree {
   void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
@@ -71,6 +78,20 @@ std::string sha256_text(const std::string& text) {
   return sha256_bytes(std::as_bytes(std::span(text.data(), text.size())));
 }
 
+namespace {
+
+// The manifest without its seal: what the seal hashes.
+nlohmann::json body(const Manifest& m) {
+  nlohmann::json arts = nlohmann::json::object(), phs = nlohmann::json::object();
+  for (const auto& [rel, a] : m.artifacts) arts[rel] = {{"sha256", a.sha256}, {"phase", a.phase}};
+  for (const auto& [p, ph] : m.phases) phs[std::to_string(p)] = {{"status", ph.status}, {"inputs", ph.inputs}};
+  return {{"format", kFormat}, {"version", kVersion}, {"artifacts", arts}, {"phases", phs}};
+}
+
+}  // namespace
+
+std::string Manifest::seal() const { return sha256_text(body(*this).dump()); }
+
 Manifest Manifest::load(const fs::path& dir, std::string* problem) {
   Manifest m;
   const fs::path file = dir / "manifest.json";
@@ -80,24 +101,26 @@ Manifest Manifest::load(const fs::path& dir, std::string* problem) {
     const auto j = nlohmann::json::parse(in);
     if (j.at("format").get<std::string>() != kFormat)
       throw std::runtime_error("format is not " + std::string(kFormat));
+    if (j.at("version").get<int>() != kVersion)
+      throw std::runtime_error(fmt::format("version {} is not {}", j.at("version").dump(), kVersion));
     for (const auto& [rel, a] : j.at("artifacts").items())
       m.artifacts[rel] = {a.at("sha256").get<std::string>(), a.at("phase").get<int>()};
     for (const auto& [p, ph] : j.at("phases").items())
       m.phases[std::stoi(p)] = {ph.at("status").get<std::string>(),
                                 ph.at("inputs").get<std::map<std::string, std::string>>()};
+    if (j.at("seal").get<std::string>() != m.seal())
+      throw std::runtime_error("its seal does not match its content (edited by hand?)");
   } catch (const std::exception& e) {
     // A manifest we cannot read vouches for nothing: every phase is redone.
-    if (problem) *problem = fmt::format("manifest.json is unreadable ({}): every phase is redone", e.what());
+    if (problem) *problem = fmt::format("manifest.json is not trusted ({}): every phase is redone", e.what());
     return Manifest{};
   }
   return m;
 }
 
 void Manifest::save(const fs::path& dir) const {
-  nlohmann::json arts = nlohmann::json::object(), phs = nlohmann::json::object();
-  for (const auto& [rel, a] : artifacts) arts[rel] = {{"sha256", a.sha256}, {"phase", a.phase}};
-  for (const auto& [p, ph] : phases) phs[std::to_string(p)] = {{"status", ph.status}, {"inputs", ph.inputs}};
-  const nlohmann::json j = {{"format", kFormat}, {"version", 1}, {"artifacts", arts}, {"phases", phs}};
+  nlohmann::json j = body(*this);
+  j["seal"] = seal();
   const fs::path tmp = dir / "manifest.json.tmp";
   {
     std::ofstream out(tmp);
@@ -114,16 +137,27 @@ void Manifest::record(const fs::path& dir, const std::string& rel, int phase) {
 
 bool Manifest::artifact_matches(const fs::path& dir, const std::string& rel) const {
   auto it = artifacts.find(rel);
-  return it != artifacts.end() && fs::is_regular_file(dir / rel) && sha256_file(dir / rel) == it->second.sha256;
+  return it != artifacts.end() && plain_hasher(dir)(rel) == it->second.sha256;
+}
+
+FileHasher plain_hasher(const fs::path& dir) {
+  return [dir](const std::string& rel) {
+    return fs::is_regular_file(dir / rel) ? sha256_file(dir / rel) : std::string("missing");
+  };
 }
 
 std::vector<std::string> Manifest::stale(const fs::path& dir, int phase) const {
+  return stale(plain_hasher(dir), phase);
+}
+
+std::vector<std::string> Manifest::stale(const FileHasher& sha, int phase) const {
   std::vector<std::string> out;
   for (const auto& [rel, a] : artifacts) {
     if (a.phase != phase) continue;
-    if (!fs::is_regular_file(dir / rel))
+    const std::string now = sha(rel);
+    if (now == "missing")
       out.push_back(rel + ": missing");
-    else if (sha256_file(dir / rel) != a.sha256)
+    else if (now != a.sha256)
       out.push_back(rel + ": sha256 mismatch (edited or truncated)");
   }
   return out;
@@ -132,6 +166,92 @@ std::vector<std::string> Manifest::stale(const fs::path& dir, int phase) const {
 void Manifest::drop_phase(int phase) {
   phases.erase(phase);
   std::erase_if(artifacts, [phase](const auto& kv) { return kv.second.phase == phase; });
+}
+
+std::map<std::string, std::string> earlier_artifacts(const FileHasher& sha, const Manifest& m, int phase) {
+  std::map<std::string, std::string> out;
+  for (const auto& [rel, a] : m.artifacts)
+    if (a.phase < phase) out[rel] = sha(rel);
+  return out;
+}
+
+namespace {
+
+// One phase's verdict against the files now and phase 0's options and source.
+void check_phase(int p, const ManifestPhase& ph, const Manifest& m, const FileHasher& sha,
+                 std::vector<std::string>& problems) {
+  if (ph.status != "passed") {
+    problems.push_back(ph.status == "running"
+                           ? fmt::format("phase {} was interrupted (status 'running')", p)
+                           : fmt::format("phase {} has status '{}'", p, ph.status));
+    return;
+  }
+  for (const std::string& s : m.stale(sha, p)) problems.push_back(fmt::format("phase {} artifact {}", p, s));
+  const auto& first = m.phases.begin()->second.inputs;
+  for (const auto& [name, h] : ph.inputs) {
+    if (name == "planted_bug") {
+      problems.push_back(fmt::format("phase {} was judged with a planted bug (deploy --plant-bug)", p));
+      continue;
+    }
+    if (name == "options" || name == "source") {
+      auto it = first.find(name);
+      // A preset's phase 0 has no source input (it writes the source).
+      if (it != first.end() && it->second != h)
+        problems.push_back(fmt::format("phase {} was judged on other {} than phase {}", p, name,
+                                       m.phases.begin()->first));
+      continue;
+    }
+    auto a = m.artifacts.find(name);
+    if (a == m.artifacts.end() || a->second.phase >= p)
+      problems.push_back(fmt::format("phase {} read {}, which no earlier phase wrote", p, name));
+    else if (sha(name) != h)
+      problems.push_back(fmt::format("phase {} was judged on another {} than the one on disk", p, name));
+  }
+  for (const auto& [rel, a] : earlier_artifacts(sha, m, p))
+    if (!ph.inputs.count(rel))
+      problems.push_back(fmt::format("phase {} has no record of reading {}", p, rel));
+}
+
+}  // namespace
+
+std::vector<std::string> check_deployment(const fs::path& dir, const Manifest& m,
+                                          const std::vector<std::string>& required) {
+  std::vector<std::string> problems;
+  std::map<std::string, std::string> memo;
+  const FileHasher plain = plain_hasher(dir);
+  const FileHasher sha = [&](const std::string& rel) {
+    auto it = memo.find(rel);
+    return it != memo.end() ? it->second : (memo[rel] = plain(rel));
+  };
+  if (m.phases.empty() || m.phases.begin()->first != 0) problems.push_back("phase 0 (oracle) has no verdict");
+  for (const auto& [p, ph] : m.phases) check_phase(p, ph, m, sha, problems);
+  for (const std::string& f : required)
+    if (!m.artifacts.count(f)) problems.push_back(fmt::format("{} is not an artifact of any phase", f));
+  return problems;
+}
+
+DirLock::DirLock(const fs::path& dir, Mode mode, const std::string& who) {
+  const fs::path file = dir / ".tessera.lock";
+  const bool excl = mode == Mode::exclusive;
+  fd_ = ::open(file.c_str(), excl ? (O_RDWR | O_CREAT | O_CLOEXEC) : (O_RDONLY | O_CLOEXEC), 0644);
+  if (fd_ < 0) {
+    // No lock file: no deploy has ever written here, so none is writing now.
+    if (!excl && errno == ENOENT) return;
+    throw_error<FileError>("{}: cannot open {}: {}", who, file.string(), std::strerror(errno));
+  }
+  if (::flock(fd_, (excl ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    if (err == EWOULDBLOCK)
+      throw_error<UsageError>("{}: {} is being written by another tessera deploy; wait for it to finish or "
+                              "use another directory", who, dir.string());
+    throw_error<FileError>("{}: cannot lock {}: {}", who, file.string(), std::strerror(err));
+  }
+}
+
+DirLock::~DirLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the flock
 }
 
 }  // namespace tessera::pipeline

@@ -275,6 +275,30 @@ TEST(Config, ValidateRejectsInconsistentShapes) {
   expect_error<ConfigError>([&] { parse_config(j); }, {"head_dim", "63"});
 }
 
+// A corrupted size is refused at parse time, before anything is sized from it
+// (issue 13: num_hidden_layers 1e9 made inspect allocate 21.9 GB).
+TEST(Config, AbsurdSizesAreRejectedBeforeAllocation) {
+  for (const char* field : {"num_hidden_layers", "hidden_size", "intermediate_size", "vocab_size",
+                            "max_position_embeddings", "num_attention_heads"}) {
+    json j = json::parse(kQwen3_06B);
+    j[field] = 1000000000;
+    if (std::string(field) == "num_attention_heads") j["num_key_value_heads"] = 1000000000;
+    expect_error<ConfigError>([&] { parse_config(j); }, {field, "1000000000", "exceeds the limit"});
+  }
+  json j = json::parse(kQwen3_06B);
+  j["num_hidden_layers"] = kMaxLayers;  // the limit itself is allowed
+  EXPECT_EQ(parse_config(j).num_layers, kMaxLayers);
+}
+
+// Found by fuzz/replay (safetensors header): nlohmann reports a number that
+// overflows a double as out_of_range, not parse_error; it must still be the
+// typed error of a malformed file, not an internal one (exit 70).
+TEST(Config, NumberOverflowIsAConfigError) {
+  testing::TempDir d;
+  testing::write_file(d / "config.json", R"({"architectures": ["LlamaForCausalLM"], "rms_norm_eps": 1e309})");
+  expect_error<ConfigError>([&] { load_config(d / "config.json"); }, {"config.json", "invalid JSON"});
+}
+
 TEST(Config, UnmodelledFeaturesAreRejected) {
   json j = json::parse(kQwen3_06B);
   j["attention_bias"] = true;  // would give o_proj a bias too

@@ -33,6 +33,21 @@ TEST(Synth, RoundTripThroughLoadModelDir) {
   for (const auto& n : m.weights.names()) EXPECT_EQ(m.weights.get(n).dtype(), DType::bf16);
 }
 
+// A tokenizer that can produce an id the embedding does not have is refused
+// when it is loaded for the model, not when real text first hits the id.
+TEST(Synth, TokenizerIdsBeyondTheVocabularyAreRefusedAtLoad) {
+  TempDir d;
+  write_synthetic_model(preset("tiny"), d / "m", 7);
+  const ModelConfig c = load_config(d / "m/config.json");
+  EXPECT_EQ(load_tokenizer(d / "m/tokenizer.json", c).vocab_size(), c.vocab_size);
+  auto j = nlohmann::json::parse(read_file(d / "m/tokenizer.json"));
+  j["added_tokens"].push_back({{"id", 700}, {"content", "<zz>"}, {"special", true}});
+  testing::write_file(d / "m/tokenizer.json", j.dump());
+  expect_error<TokenizerError>([&] { load_tokenizer(d / "m/tokenizer.json", c); },
+                               {"tokenizer.json", "token id 700 ('<zz>')", "[0, 512)"});
+  expect_error<FileError>([&] { load_tokenizer(d / "none.json", c); }, {"none.json"});
+}
+
 TEST(Synth, SameSeedSameBytesOtherSeedOtherWeights) {
   TempDir d;
   write_synthetic_model(preset("tiny-qwen3"), d / "a", 3);

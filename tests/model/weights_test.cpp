@@ -1,6 +1,8 @@
 // Weights against a config: missing, unexpected and mis-shaped tensors.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "model_test_util.h"
 #include "tessera/core/error.h"
 #include "tessera/model/weights.h"
@@ -72,6 +74,37 @@ TEST(Weights, UntiedModelNeedsHead) {
   for (const auto& n : full.names())
     if (n != "lm_head.weight") w.add(n, full.get(n));
   expect_error<TensorError>([&] { w.check_against(c); }, {"missing", "lm_head.weight"});
+}
+
+// One Inf or NaN anywhere is refused with the tensor, its index and the kind,
+// for every storage dtype (issue 13: an Inf in the final norm made generate
+// print an empty line and exit 0).
+TEST(Weights, NonFiniteElementIsNamedWithItsIndex) {
+  ModelConfig c = preset("tiny");
+  for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
+    Weights w;
+    for (const auto& s : tensor_specs(c)) {
+      Tensor t(dt, s.shape);
+      if (s.name == "model.layers.1.mlp.down_proj.weight") {
+        // element [3, 5] (flat 3 * 384 + 5): NaN (exponent all ones, mantissa != 0)
+        const size_t i = 3 * 384 + 5, b = dtype_size(dt);
+        const uint32_t nan = dt == DType::f32 ? 0x7fc00000u : dt == DType::bf16 ? 0x7fc0u : 0x7e00u;
+        std::memcpy(t.mutable_bytes() + i * b, &nan, b);
+      }
+      w.add(s.name, std::move(t));
+    }
+    expect_error<TensorError>([&] { w.check_finite("m"); },
+                              {"m: tensor 'model.layers.1.mlp.down_proj.weight'", "element [3, 5]", "flat index 1157",
+                               "is NaN"});
+  }
+  Weights w = complete(c);
+  EXPECT_NO_THROW(w.check_finite("m"));
+  Tensor inf(DType::bf16, {4});
+  const uint16_t minus_inf = 0xff80;
+  std::memcpy(inf.mutable_bytes() + 2 * 2, &minus_inf, 2);
+  Weights one;
+  one.add("x", std::move(inf));
+  expect_error<TensorError>([&] { one.check_finite("m"); }, {"'x' element [2]", "-Inf"});
 }
 
 TEST(Weights, DuplicateAdd) {

@@ -125,6 +125,37 @@ TEST(Oracle, RejectsBadTokensWithoutTouchingTheCache) {
   EXPECT_EQ(cache.bytes(), static_cast<size_t>(2 * 2 * 2 * c.kv_dim() * 4));
 }
 
+// Issue 13 cases 7-8: positions past max_position_embeddings, and a forward
+// whose activations would not fit in memory, are LimitErrors raised before
+// anything is allocated, leaving the cache as it was.
+TEST(Oracle, PositionsAndMemoryAreCheckedBeforeAllocating) {
+  auto c = small_config(false, false, true);
+  c.max_position_embeddings = 8;
+  const Oracle o(c, random_weights(c, DType::f32));
+  KvCache cache = o.new_cache();
+  o.forward(tokens(6, 64), cache);
+  try {
+    o.forward(tokens(3, 64), cache);
+    ADD_FAILURE() << "no LimitError past max_position_embeddings";
+  } catch (const LimitError& e) {
+    EXPECT_NE(std::string(e.what()).find("max_position_embeddings 8"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cache.length(), 6);
+  o.forward(tokens(2, 64), cache);  // exactly up to the last position
+  // 2^22 tokens: the [tokens, tokens] attention scores alone are 64 TiB.
+  c.max_position_embeddings = model::kMaxPositions;
+  const Oracle big(c, random_weights(c, DType::f32));
+  KvCache fresh = big.new_cache();
+  EXPECT_GT(big.forward_bytes(int64_t{1} << 22, 0, false), size_t{1} << 46);
+  try {
+    big.forward(tokens(1 << 22, 64), fresh);
+    ADD_FAILURE() << "no LimitError for a forward larger than memory";
+  } catch (const LimitError& e) {
+    EXPECT_NE(std::string(e.what()).find("GB of activations"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(fresh.length(), 0);
+}
+
 TEST(Oracle, UnknownTapNameIsAUsageError) {
   TapSet t;
   EXPECT_THROW(t.add("qrot"), UsageError);

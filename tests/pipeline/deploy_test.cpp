@@ -14,6 +14,7 @@
 #include "tessera/compiler/graph.h"
 #include "tessera/core/error.h"
 #include "tessera/model/config.h"
+#include "tessera/model/synth.h"
 #include "tessera/pipeline/deploy.h"
 #include "tessera/pipeline/deploy_thresholds.h"
 #include "tessera/pipeline/manifest.h"
@@ -75,6 +76,32 @@ TEST(Manifest, Sha256AndStaleArtifacts) {
   EXPECT_FALSE(problem.empty());
 }
 
+// check_deployment on hand-built manifests: an interrupted phase, a phase
+// judged on other options, an input no earlier phase wrote.
+TEST(Manifest, CheckDeploymentReChecksTheVerdictChain) {
+  const fs::path d = scratch("chain");
+  fs::create_directories(d);
+  std::ofstream(d / "a.json") << "{}";
+  Manifest m;
+  m.record(d, "a.json", 0);
+  m.phases[0] = {"passed", {{"options", "o"}}};
+  m.phases[1] = {"running", {{"options", "o"}, {"a.json", sha256_file(d / "a.json")}}};
+  auto problems = check_deployment(d, m, {"a.json"});
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("phase 1 was interrupted"), std::string::npos) << problems[0];
+  m.phases[1] = {"passed", {{"options", "other"}, {"a.json", sha256_file(d / "a.json")}}};
+  problems = check_deployment(d, m, {"a.json", "b.json"});
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_NE(problems[0].find("phase 1 was judged on other options than phase 0"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[1].find("b.json is not an artifact"), std::string::npos) << problems[1];
+  m.phases[1] = {"passed", {{"options", "o"}, {"a.json", sha256_file(d / "a.json")}, {"z.bin", "0"}}};
+  problems = check_deployment(d, m, {});
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("phase 1 read z.bin, which no earlier phase wrote"), std::string::npos) << problems[0];
+  m.phases[1].inputs.erase("z.bin");
+  EXPECT_TRUE(check_deployment(d, m, {"a.json"}).empty());
+}
+
 TEST(DeployThresholds, DerivedFromThePathAndExplained) {
   for (const auto* t : {&phase2_rules(), &phase3_rules(), &phase6_rules()})
     for (const auto& r : *t) EXPECT_FALSE(r.reason.empty()) << r.name;
@@ -128,9 +155,9 @@ TEST(Deploy, TinyPassesWritesArtifactsResumesAndRedoesTampered) {
   }
   const DeployReport redo = deploy(o);
   ASSERT_TRUE(redo.passed()) << redo.failure();
+  // ...and every phase after it: their verdicts were reached on the old file.
   EXPECT_EQ(statuses(redo), (std::vector<std::string>{"0:skipped (resumed)", "1:skipped (resumed)", "2:passed",
-                                                     "3:skipped (resumed)", "4:skipped (resumed)",
-                                                     "5:skipped (resumed)", "6:skipped (resumed)"}));
+                                                     "3:passed", "4:passed", "5:passed", "6:passed"}));
   const std::string issues = slurp(out / "issues.md");
   EXPECT_NE(issues.find("weights.safetensors: sha256 mismatch"), std::string::npos) << issues;
   EXPECT_NE(issues.find("repacked"), std::string::npos) << issues;
@@ -215,7 +242,7 @@ TEST(Deploy, PlantedPassBugIsRolledBackAndNamed) {
   EXPECT_NE(slurp(o.out / "perf_opt_traj.md").find("failed (rolled back)"), std::string::npos);
 }
 
-TEST(Deploy, RejectsBadOptions) {
+TEST(Deploy, RejectsBadOptionsBeforeAnyWork) {
   DeployOptions o = tiny_options("tiny", scratch("bad"));
   o.model_dir = "/nonexistent";
   EXPECT_THROW(deploy(o), UsageError);
@@ -224,6 +251,142 @@ TEST(Deploy, RejectsBadOptions) {
   EXPECT_THROW(deploy(o), UsageError);
   o = tiny_options("tiny", "");
   EXPECT_THROW(deploy(o), UsageError);
+  // Prompt + continuation past the context: refused before phase 0 runs.
+  o = tiny_options("tiny", scratch("bad"));
+  o.gate_seq = 2000;
+  o.continuation = 100;
+  EXPECT_THROW(deploy(o), UsageError);
+  EXPECT_FALSE(fs::exists(o.out));
+  // A directory with someone else's files is not a deployment to write into.
+  o = tiny_options("tiny", scratch("bad"));
+  fs::create_directories(o.out);
+  std::ofstream(o.out / "notes.txt") << "mine";
+  EXPECT_THROW(deploy(o), UsageError);
+}
+
+// Deploy options on a 1-layer synthetic model directory (not a preset): the
+// source can be edited between deploys as a user's model would be.
+DeployOptions dir_options(const fs::path& root, const std::string& out) {
+  DeployOptions o = tiny_options("", root / out);
+  o.model_dir = root / "m";
+  o.gate_seq = 5;  // these tests are about the directory, not the gates: the smallest deploy
+  o.continuation = 3;
+  if (!fs::exists(o.model_dir)) model::write_synthetic_model(model::preset("tiny"), o.model_dir, 1, 1);
+  return o;
+}
+
+// Sets the last bf16 of the source's model.safetensors (the final norm's last element).
+void edit_last_weight(const fs::path& model_dir, uint16_t bits) {
+  std::fstream f(model_dir / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(-2, std::ios::end);
+  f.put(static_cast<char>(bits & 0xff));
+  f.put(static_cast<char>(bits >> 8));
+}
+
+// Issue 13 case 1: a changed source tensor must give new packed weights, the
+// ones a fresh deployment of that source gets, not the old file because its
+// own sha256 still matches.
+TEST(Deploy, SourceChangeRepacksTheWeights) {
+  const fs::path root = scratch("source-change");
+  DeployOptions o = dir_options(root, "d");
+  ASSERT_TRUE(deploy(o).passed());
+  const std::string before = sha256_file(o.out / "weights.safetensors");
+  edit_last_weight(o.model_dir, 0x4040);  // 3.0
+  const DeployReport r = deploy(o);
+  ASSERT_TRUE(r.passed()) << r.failure();
+  EXPECT_EQ(statuses(r), (std::vector<std::string>{"0:passed", "1:passed", "2:passed", "3:passed", "6:passed"}));
+  const std::string after = sha256_file(o.out / "weights.safetensors");
+  EXPECT_NE(after, before);
+  DeployOptions fresh = dir_options(root, "fresh");
+  ASSERT_TRUE(deploy(fresh).passed());
+  EXPECT_EQ(sha256_file(fresh.out / "weights.safetensors"), after);
+}
+
+const std::vector<std::string> kRunFiles = {"model/config.json", "model/tokenizer.json", "spec.json",
+                                            "weights.safetensors"};
+
+// Cases 2 and 11: a redeploy with a planted bug is not skipped, fails phase 2,
+// and leaves no later phase claiming to have passed; check_deployment refuses
+// the directory until a clean redeploy.
+TEST(Deploy, FailedRedeployLeavesNoPassedLaterPhase) {
+  DeployOptions o = dir_options(scratch("failed-redeploy"), "d");
+  ASSERT_TRUE(deploy(o).passed());
+  EXPECT_TRUE(check_deployment(o.out, Manifest::load(o.out), kRunFiles).empty());
+  o.tamper_packed = negate_packed_weight("w:L0.v_proj@");
+  const DeployReport bad = deploy(o);
+  EXPECT_FALSE(bad.passed());
+  EXPECT_EQ(statuses(bad), (std::vector<std::string>{"0:skipped (resumed)", "1:skipped (resumed)", "2:failed"}));
+  const Manifest m = Manifest::load(o.out);
+  EXPECT_EQ(m.phases.at(2).status, "failed");
+  EXPECT_FALSE(m.phases.count(3));
+  EXPECT_FALSE(m.phases.count(6));
+  EXPECT_FALSE(m.artifacts.count("phase3.json"));
+  const auto problems = check_deployment(o.out, m, kRunFiles);
+  ASSERT_FALSE(problems.empty());
+  EXPECT_NE(problems[0].find("phase 2 has status 'failed'"), std::string::npos) << problems[0];
+  o.tamper_packed = {};
+  const DeployReport good = deploy(o);
+  EXPECT_EQ(statuses(good), (std::vector<std::string>{"0:skipped (resumed)", "1:skipped (resumed)", "2:passed",
+                                                      "3:passed", "6:passed"}));
+  EXPECT_TRUE(check_deployment(o.out, Manifest::load(o.out), kRunFiles).empty());
+}
+
+// Case 3: an edited config whose new sha256 is written into a resealed
+// manifest is still caught: by the verdict chain (later phases recorded the
+// old file) and by a resumed deploy, which re-derives the file from the source.
+TEST(Deploy, ManifestCannotVouchForAnEditedConfig) {
+  DeployOptions o = dir_options(scratch("edited-config"), "d");
+  ASSERT_TRUE(deploy(o).passed());
+  const std::string original = slurp(o.out / "model/config.json");
+  auto cfg = nlohmann::json::parse(original);
+  cfg["rms_norm_eps"] = 0.5;
+  std::ofstream(o.out / "model/config.json") << cfg.dump(2) << "\n";
+  Manifest m = Manifest::load(o.out);
+  m.artifacts["model/config.json"].sha256 = sha256_file(o.out / "model/config.json");
+  m.save(o.out);  // a careful forger reseals
+  const auto problems = check_deployment(o.out, Manifest::load(o.out), kRunFiles);
+  ASSERT_FALSE(problems.empty());
+  EXPECT_NE(problems[0].find("judged on another model/config.json"), std::string::npos) << problems[0];
+
+  const DeployReport r = deploy(o);
+  ASSERT_TRUE(r.passed()) << r.failure();
+  EXPECT_EQ(r.phases[0].status, "passed");
+  EXPECT_NE(slurp(o.out / "issues.md").find("model/config.json: not what the source"), std::string::npos);
+  EXPECT_EQ(slurp(o.out / "model/config.json"), original);
+
+  // Edited by hand without resealing: the whole manifest is distrusted.
+  std::string text = slurp(o.out / "manifest.json");
+  const std::string sha = sha256_file(o.out / "model/config.json");
+  text.replace(text.find(sha), sha.size(), std::string(sha.size(), '0'));
+  std::ofstream(o.out / "manifest.json") << text;
+  std::string problem;
+  EXPECT_TRUE(Manifest::load(o.out, &problem).phases.empty());
+  EXPECT_NE(problem.find("seal"), std::string::npos) << problem;
+}
+
+// Case 9: one writer per directory.
+TEST(Deploy, SecondWriterIsRefused) {
+  DeployOptions o = tiny_options("tiny", scratch("locked"));
+  fs::create_directories(o.out);
+  {
+    const DirLock held(o.out, DirLock::Mode::exclusive, "test");
+    EXPECT_THROW(deploy(o), UsageError);
+    EXPECT_THROW(DirLock(o.out, DirLock::Mode::shared, "run"), UsageError);
+  }
+  EXPECT_NO_THROW(DirLock(o.out, DirLock::Mode::shared, "run"));
+}
+
+// Case 10: an error inside a phase (here a corrupt tokenizer in phase 0) still
+// writes report.json and issues.md naming the phase, then reaches the caller.
+TEST(Deploy, ErrorInAPhaseIsReported) {
+  DeployOptions o = dir_options(scratch("phase-error"), "d");
+  std::ofstream(o.model_dir / "tokenizer.json") << "{\"model\": 1}";
+  EXPECT_THROW(deploy(o), TokenizerError);
+  const auto rep = nlohmann::json::parse(slurp(o.out / "report.json"));
+  EXPECT_FALSE(rep["passed"].get<bool>());
+  EXPECT_NE(rep["failure"].get<std::string>().find("phase 0 (oracle): "), std::string::npos) << rep["failure"];
+  EXPECT_NE(slurp(o.out / "issues.md").find("FAILED"), std::string::npos);
+  EXPECT_EQ(Manifest::load(o.out).phases.at(0).status, "failed");
 }
 
 }  // namespace

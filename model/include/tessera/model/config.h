@@ -51,6 +51,16 @@ const ArchTraits& arch_traits(const std::string& architecture);
 // By family ("llama", "qwen2", "qwen3": GGUF's general.architecture).
 const ArchTraits& arch_traits_for_family(const std::string& family);
 
+// Upper bounds ModelConfig::validate() enforces, each far above any published
+// decoder-only model (the reason is in the error message), so that a
+// corrupted config.json is refused before anything is sized from it.
+inline constexpr int64_t kMaxLayers = 1024;
+inline constexpr int64_t kMaxWidth = int64_t{1} << 20;  // hidden_size, intermediate_size
+inline constexpr int64_t kMaxHeads = 4096;
+inline constexpr int64_t kMaxHeadDim = 4096;
+inline constexpr int64_t kMaxVocab = int64_t{1} << 24;
+inline constexpr int64_t kMaxPositions = int64_t{1} << 24;
+
 struct ModelConfig {
   std::string name;  // preset name or directory name, for messages
   ArchTraits traits;
@@ -90,7 +100,7 @@ struct ModelConfig {
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
   int64_t gqa_group() const { return num_heads / num_kv_heads; }
   int64_t parameter_count() const;  // sum over tensor_specs()
-  // Throws ConfigError naming the first inconsistent field.
+  // Throws ConfigError naming the first inconsistent or out-of-bounds field.
   void validate() const;
   bool operator==(const ModelConfig&) const = default;
 };

@@ -16,8 +16,8 @@ struct ModelDir {
 };
 
 // Loads config.json and all weights (single or sharded) and calls
-// weights.check_against(config): a missing or unexpected tensor is a
-// TensorError naming it. With tied embeddings a stored lm_head.weight is
+// weights.check_against(config) and check_finite: a missing, unexpected or
+// non-finite tensor is a TensorError naming it. With tied embeddings a stored lm_head.weight is
 // accepted and ignored, as transformers does. FileError names a missing
 // directory or file.
 ModelDir load_model_dir(const std::filesystem::path& dir);
@@ -28,5 +28,10 @@ ModelDir load_model(const std::filesystem::path& dir_or_gguf);
 // Its tokenizer: DIR/tokenizer.json, a tokenizer.json file itself, or a GGUF's
 // tokenizer.ggml.* metadata.
 Tokenizer load_tokenizer(const std::filesystem::path& dir_or_file);
+// The same, checked against the model `c`: every id it can produce (vocab and
+// added tokens) must index the embedding, i.e. be < c.vocab_size (a model may
+// have more rows than its tokenizer has tokens, never fewer). FileError when
+// there is no tokenizer, TokenizerError naming the largest id otherwise.
+Tokenizer load_tokenizer(const std::filesystem::path& dir_or_file, const ModelConfig& c);
 
 }  // namespace tessera::model

@@ -24,6 +24,12 @@ class Weights {
   // Every tensor_specs(c) entry present with the right shape and nothing else
   // (throws TensorError naming the missing/unexpected/mis-shaped tensor).
   void check_against(const ModelConfig& c) const;
+  // Every element finite: one pass over the raw bits of every tensor (its
+  // exponent field all ones is Inf or NaN in f32, bf16 and f16 alike).
+  // Throws TensorError naming the first such tensor, the element's index and
+  // value: a NaN in a weight must be refused at load, not surface later as a
+  // kernel or gate failure, or as an empty generation.
+  void check_finite(const std::string& where) const;
 
  private:
   std::map<std::string, Tensor> tensors_;

@@ -66,9 +66,15 @@ class Oracle {
   Oracle(model::ModelConfig config, const model::Weights& weights);
 
   // Logits F32 [1 or n, vocab]. Throws InputError for an empty batch or a token
-  // id outside [0, vocab); the cache is left untouched in that case.
+  // id outside [0, vocab), LimitError when the positions would pass
+  // max_position_embeddings or the activations (forward_bytes) would not fit
+  // in the machine's memory; the cache is left untouched in those cases.
   Tensor forward(std::span<const int32_t> tokens, KvCache& cache,
                  const ForwardRequest& req = {}) const;
+  // Host bytes one forward of `tokens` after `past` positions allocates:
+  // scratch rows, attention scores [tokens, past + tokens], KV growth, logits,
+  // and a copy of the scratch per layer when taps are recorded.
+  size_t forward_bytes(int64_t tokens, int64_t past, bool taps) const;
 
   KvCache new_cache() const;
   const model::ModelConfig& config() const { return cfg_; }
