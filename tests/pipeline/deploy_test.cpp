@@ -294,7 +294,7 @@ TEST(Deploy, SourceChangeRepacksTheWeights) {
   edit_last_weight(o.model_dir, 0x4040);  // 3.0
   const DeployReport r = deploy(o);
   ASSERT_TRUE(r.passed()) << r.failure();
-  EXPECT_EQ(statuses(r), (std::vector<std::string>{"0:passed", "1:passed", "2:passed", "3:passed", "6:passed"}));
+  EXPECT_EQ(statuses(r), (std::vector<std::string>{"0:passed", "1:passed", "2:passed", "3:passed", "4:passed", "5:passed", "6:passed"}));
   const std::string after = sha256_file(o.out / "weights.safetensors");
   EXPECT_NE(after, before);
   DeployOptions fresh = dir_options(root, "fresh");
@@ -327,7 +327,7 @@ TEST(Deploy, FailedRedeployLeavesNoPassedLaterPhase) {
   o.tamper_packed = {};
   const DeployReport good = deploy(o);
   EXPECT_EQ(statuses(good), (std::vector<std::string>{"0:skipped (resumed)", "1:skipped (resumed)", "2:passed",
-                                                      "3:passed", "6:passed"}));
+                                                      "3:passed", "4:passed", "5:passed", "6:passed"}));
   EXPECT_TRUE(check_deployment(o.out, Manifest::load(o.out), kRunFiles).empty());
 }
 
