@@ -42,8 +42,11 @@ void check_out_dir(const fs::path& out) {
   if (!fs::is_directory(out, ec))
     throw_error<UsageError>("deploy: --out {} exists and is not a directory", out.string());
   if (fs::exists(out / "manifest.json") || fs::exists(out / ".tessera.lock")) return;
-  if (fs::directory_iterator(out, ec) != fs::directory_iterator())
-    throw_error<UsageError>("deploy: --out {} is a non-empty directory that is not a deployment (no "
+  // `deploy -m FILE.gguf` converts the file into OUT/gguf/ before deploy() runs:
+  // that subdirectory is the deployment's own, not someone else's files.
+  for (const auto& e : fs::directory_iterator(out, ec))
+    if (e.path().filename() != "gguf")
+      throw_error<UsageError>("deploy: --out {} is a non-empty directory that is not a deployment (no "
                             "manifest.json); choose a new or empty directory", out.string());
 }
 
