@@ -30,24 +30,28 @@ const std::vector<ArchTraits>& supported_architectures() {
   return table;
 }
 
-const ArchTraits& arch_traits(const std::string& architecture) {
+namespace {
+
+// The row whose `key` column equals `value`; UnsupportedError listing the
+// column's supported values otherwise.
+const ArchTraits& find_row(std::string ArchTraits::*key, const std::string& value,
+                           const char* what) {
   std::string names;
   for (const auto& t : supported_architectures()) {
-    if (t.architecture == architecture) return t;
-    names += names.empty() ? t.architecture : ", " + t.architecture;
+    if (t.*key == value) return t;
+    names += names.empty() ? t.*key : ", " + t.*key;
   }
-  throw_error<UnsupportedError>("unsupported architecture '{}' (supported: {})", architecture,
-                                names);
+  throw_error<UnsupportedError>("unsupported {} '{}' (supported: {})", what, value, names);
+}
+
+}  // namespace
+
+const ArchTraits& arch_traits(const std::string& architecture) {
+  return find_row(&ArchTraits::architecture, architecture, "architecture");
 }
 
 const ArchTraits& arch_traits_for_family(const std::string& family) {
-  std::string names;
-  for (const auto& t : supported_architectures()) {
-    if (t.family == family) return t;
-    names += names.empty() ? t.family : ", " + t.family;
-  }
-  throw_error<UnsupportedError>("unsupported architecture family '{}' (supported: {})", family,
-                                names);
+  return find_row(&ArchTraits::family, family, "architecture family");
 }
 
 }  // namespace tessera::model
