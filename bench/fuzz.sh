@@ -13,7 +13,7 @@ cd "$root"
 seconds="${1:-600}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(config tokenizer safetensors_header device_spec)
+[ ${#targets[@]} -gt 0 ] || targets=(config tokenizer safetensors_header device_spec gguf)
 command -v clang++ > /dev/null || { echo "fuzz.sh: clang++ not found (scripts/setup installs it)" >&2; exit 2; }
 export CCACHE_DIR="${CCACHE_DIR:-/work/.ccache}"
 launcher=()
