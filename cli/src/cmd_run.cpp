@@ -18,6 +18,7 @@
 #include "tessera/core/log.h"
 #include "tessera/model/model_dir.h"
 #include "tessera/model/tokenizer.h"
+#include "tessera/pipeline/deployed_plan.h"
 #include "tessera/pipeline/manifest.h"
 #include "tessera/runtime/session.h"
 
@@ -40,7 +41,7 @@ void verify(const fs::path& dir, const tessera::pipeline::Manifest& m) {
   if (m.phases.empty() && m.artifacts.empty())
     throw_error<InputError>("run: {} is not a deployment (no manifest.json; run tessera deploy first)", dir.string());
   const auto problems = pipeline::check_deployment(
-      dir, m, {"model/config.json", "model/tokenizer.json", "spec.json", "weights.safetensors"});
+      dir, m, {"model/config.json", "model/tokenizer.json", "spec.json", "weights.safetensors", "plan_final.txt"});
   if (!problems.empty())
     throw_error<InputError>("run: {} cannot be trusted: {}{}; redeploy", dir.string(), problems.front(),
                             problems.size() > 1 ? fmt::format(" (and {} more problems)", problems.size() - 1) : "");
@@ -72,7 +73,10 @@ int run(const RunArgs& a) {
       cli::encode_prompt(tok, a.prompt, a.chat, a.chat ? cli::deployment_chat_source(dir) : dir);
   if (prompt.empty()) throw_error<UsageError>("run: the prompt encodes to no tokens");
 
-  runtime::SessionOptions so;
+  // The plans phases 4-6 gated, not a fresh lowering with today's defaults.
+  compiler::DesignCache plan_cache(spec);
+  runtime::SessionOptions so =
+      pipeline::gated_session_options(pipeline::load_deployed_plans(dir, plan_cache), config, plan_cache);
   so.bucket = bucket;
   runtime::Session session(config, weights, spec, so);
   runtime::GenerateOptions go;
