@@ -104,8 +104,9 @@ Evaluation evaluate(const EvaluateOptions& opts) {
 }
 
 void write_evaluation(const std::filesystem::path& dir, const Evaluation& e) {
-  for (const auto& [name, text] : {std::pair<std::string, std::string>{"evaluation.json", e.to_json().dump(2) + "\n"},
-                                   {"evaluation.md", e.markdown()}}) {
+  const std::pair<std::string, std::string> files[] = {{"evaluation.json", e.to_json().dump(2) + "\n"},
+                                                       {"evaluation.md", e.markdown()}};
+  for (const auto& [name, text] : files) {
     const auto tmp = dir / (name + ".tmp");
     {
       std::ofstream out(tmp, std::ios::binary);

@@ -2,6 +2,7 @@
 // integrity, the plan against the device limits and the weights, the weights
 // against the source, the predicted totals against their dispatches, and
 // report.json against the phase files.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <numeric>
@@ -210,7 +211,7 @@ void audit_totals(const Loaded& d, Checks& c) {
   for (const Row& r : rows) {
     const auto j = read_json(d.dir, r.file, c, "totals");
     if (!j) continue;
-    const auto& det = (*j)["details"];
+    const nlohmann::json det = j->value("details", nlohmann::json::object());
     if (!det.contains(r.key)) {
       c.fail("totals", fmt::format("{} {}", r.file, r.key), "missing");
       continue;

@@ -166,7 +166,6 @@ std::string shares(const compiler::Plan& p, const std::string& title) {
   total = std::max(total, 1e-30);
   std::string o = fmt::format("<p>{}</p><svg width=\"900\" height=\"28\" xmlns=\"http://www.w3.org/2000/svg\">\n", esc(title));
   double x = 0;
-  std::string text;
   for (const auto& [b, s] : by) {
     const double w = 900 * s / total;
     o += fmt::format("<rect x=\"{:.2f}\" y=\"2\" width=\"{:.2f}\" height=\"24\" fill=\"{}\"><title>{} {:.1f}%</title></rect>\n", x, w,
