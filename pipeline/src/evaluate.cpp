@@ -77,6 +77,11 @@ std::string Evaluation::markdown() const {
       if (ch == '|' || ch == '\n') ch = ' ';
     md += fmt::format("| {} | {} | {} | {} |\n", c.area, c.name, c.severity, ev);
   }
+  if (measures.contains("limits")) {
+    md += "\n## Limits of the measures (fixed before the run)\n\n";
+    for (const auto& l : measures["limits"])
+      md += fmt::format("- {}: {} ({})\n", l.value("name", ""), l["value"].dump(), l.value("derivation", ""));
+  }
   if (measures.contains("reference")) md += fmt::format("\nReference text: {}.\n", measures["reference"].get<std::string>());
   return md;
 }

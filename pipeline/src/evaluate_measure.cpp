@@ -268,6 +268,19 @@ void measure_numerics(const Loaded& d, const EvaluateOptions& o, Checks& c, nloh
   const std::vector<int32_t> text = reference_tokens(d, static_cast<size_t>(std::max<int64_t>(rows + 1, o.max_prompt + 211)), how);
   measures["reference"] = how;
   const oracle::Oracle orc(cfg, *d.source);
+  // The limits of the decode measures, written down before anything runs.
+  const Limits dl = limits_for(cfg, 1, rows - 1);
+  measures["limits"] = nlohmann::json::array(
+      {{{"name", "h_out cosine floor of layer l"}, {"value", dl.layer_floor},
+        {"derivation", "1 - (l+1) x the cosine one block may lose (phase-2 h_out budget, deploy_thresholds.cpp), per shape"}},
+       {{"name", "logits max_rel / mean_rel / cosine"},
+        {"value", {dl.logits.max_rel, dl.logits.mean_rel, dl.logits.min_cosine}},
+        {"derivation", "phase 3's budget of L + logits_blocks blocks: sqrt(blocks) x the block's max/mean, cosine loss x blocks"}},
+       {{"name", "top-1 tie margin"}, {"value", "top1_gap_factor x logits max_rel x max |logit|"},
+        {"derivation", "two logits moving by at most the max error in opposite directions (phase3_rules top1_gap_factor)"}},
+       {{"name", "top-5 overlap"}, {"value", dl.top5_min}, {"derivation", "phase3_rules top5_min_overlap"}},
+       {{"name", "NLL gap"}, {"value", "FAIL > mean_t 2 x max_rel x max|logit_t|; warning > mean_t 2 x mean_rel x max|logit_t|"},
+        {"derivation", "log-softmax moves by at most 2 max_i |d logit_i|; typically 2 x the mean error"}}});
   // 1 token, an odd length, one past the pow2 bucket 16, the longest allowed.
   std::vector<int64_t> lengths = {1, 7, 17, std::min(context, o.max_prompt)};
   std::sort(lengths.begin(), lengths.end());

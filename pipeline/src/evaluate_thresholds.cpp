@@ -20,17 +20,6 @@ namespace tessera::pipeline::eval {
 
 namespace {
 
-Metrics metrics_of(const nlohmann::json& m) {
-  Metrics x;
-  x.count = m.value("count", int64_t{0});
-  x.non_finite = m.value("non_finite", int64_t{0});
-  x.max_rel = m.value("max_rel", 0.0);
-  x.mean_rel = m.value("mean_rel", 0.0);
-  x.pearson = m.value("pearson", 1.0);
-  x.cosine = m.value("cosine", 1.0);
-  return x;
-}
-
 // Which limits of `rec` are looser than `canon` (beyond a JSON round trip).
 std::vector<std::string> looser(const nlohmann::json& rec, const Threshold& canon, bool cosine_only) {
   const double eps = 1e-12;
@@ -67,7 +56,7 @@ struct Audit {
     }
     Threshold judge = canon;
     if (cosine_only) judge.max_rel = judge.mean_rel = 1e300, judge.min_pearson = -1;
-    const auto broken = failed_metrics(metrics_of(chk.at("metrics")), judge);
+    const auto broken = failed_metrics(metrics_from_json(chk.at("metrics")), judge);
     if (chk.value("passed", false) && !broken.empty()) {
       c.fail("thresholds", name,
              fmt::format("marked passed but fails the canonical threshold on {}", fmt::join(broken, ", ")));

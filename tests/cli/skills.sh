@@ -13,7 +13,7 @@ src="$2"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # Prints why `cmd` does not match the CLI; nothing when it does.
-lists_sub() { sed -n '/^Subcommands:/,$p' <<< "$1" | grep -qE "^ +$2( |$)"; }
+lists_sub() { grep -qE "^ +$2( |$)" <<< "$(sed -n '/^Subcommands:/,$p' <<< "$1")"; }
 
 check_cmd() {
   local -a toks
@@ -45,7 +45,7 @@ top_help="$("$bin" --help 2>&1)"
 skills=("$src"/skills/*/SKILL.md)
 [ "${#skills[@]}" -ge 8 ] || fail "want >= 8 skills, found ${#skills[@]}"
 has_serve=1
-"$bin" serve --help > /dev/null 2>&1 || has_serve=0
+lists_sub "$top_help" serve || has_serve=0
 checked=0
 for f in "${skills[@]}"; do
   head -1 "$f" | grep -qx -- "---" || fail "$f: no frontmatter"
@@ -56,7 +56,7 @@ for f in "${skills[@]}"; do
   done
   # Commands in fenced blocks, then inline `tessera ...` code spans.
   cmds="$( (awk '/^ *```/{c=!c; next} c && /^ *tessera /{sub(/^ */,""); print}' "$f";
-            grep -o '`tessera [^`]*`' "$f" | tr -d '`') | sort -u)"
+            { grep -o '`tessera [^`]*`' "$f" || true; } | tr -d '`') | sort -u)"
   while IFS= read -r cmd; do
     [ -n "$cmd" ] || continue
     if [[ "$cmd" == "tessera serve"* ]] && [ "$has_serve" -eq 0 ]; then

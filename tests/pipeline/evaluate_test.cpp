@@ -6,6 +6,7 @@
 // disagree with its phase files. Also report.html is well-formed XML.
 #include <algorithm>
 #include <fstream>
+#include <iostream>
 #include <regex>
 #include <sstream>
 
@@ -81,11 +82,13 @@ Evaluation run(const fs::path& d) {
   return evaluate(o);
 }
 
-// The failed checks of `e` in `area`, one line each.
+// The failed checks of `e` in `area`, one line each (also printed: the test
+// log shows what evaluation.md says for each planted defect).
 std::vector<std::string> failures(const Evaluation& e, const std::string& area) {
   std::vector<std::string> out;
   for (const auto& c : e.checks)
     if (c.severity == "fail" && c.area == area) out.push_back(c.name + ": " + c.evidence);
+  for (const auto& f : out) std::cout << "  [" << e.verdict() << "] " << area << ": " << f << "\n";
   return out;
 }
 
