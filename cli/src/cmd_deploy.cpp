@@ -1,4 +1,4 @@
-// tessera deploy: phases 0, 1, 2, 3, 6 (pipeline/deploy.h) into a deployment
+// tessera deploy: phases 0 to 7 (pipeline/deploy.h) into a deployment
 // directory, resumable; one line per phase, then PASS or the failing gate in
 // one line (exit 5).
 #include <cstdio>
@@ -21,7 +21,8 @@ struct DeployArgs {
   int layers = 0;
   int64_t seq = 17, tokens = 32;
   uint64_t seed = 1;
-  int until = 6;
+  int until = 7;
+  int64_t eval_tokens = 64;
   bool fresh = false, json = false;
 };
 
@@ -55,6 +56,7 @@ int run(const DeployArgs& a) {
   o.seed = a.seed;
   o.resume = !a.fresh;
   o.last_phase = a.until;
+  o.eval_tokens = a.eval_tokens;
   o.spec = cli::spec_from_arg(a.spec);
   // "pass:NAME" plants a compiler pass's bug (phases 4 / 5 roll it back);
   // anything else negates the packed weights it prefixes.
@@ -71,13 +73,13 @@ int run(const DeployArgs& a) {
   }
   if (!rep.passed()) throw_error<GateError>("deploy: {} failed {}", rep.model, rep.failure());
   if (!a.json)
-    std::printf("PASS: %s deployed to %s (report.json, plan.md, issues.md)\n", rep.model.c_str(), a.out.c_str());
+    std::printf("PASS: %s deployed to %s (report.json, report.html, evaluation.md, plan.md, issues.md)\n", rep.model.c_str(), a.out.c_str());
   return 0;
 }
 
 tessera::cli::Action setup(CLI::App& app) {
   auto a = std::make_shared<DeployArgs>();
-  auto* sub = app.add_subcommand("deploy", "Deploy a model onto the NPU: phases 0-3 and 6, each gated");
+  auto* sub = app.add_subcommand("deploy", "Deploy a model onto the NPU: phases 0-7, each gated (7: the independent evaluator)");
   sub->add_option("-m,--model", a->model_dir, "Model directory (config.json + safetensors) or .gguf file");
   sub->add_option("--preset", a->preset, "Built-in preset with seeded synthetic weights");
   sub->add_option("--out", a->out, "Deployment directory (created; rerun resumes)")->required();
@@ -91,9 +93,12 @@ tessera::cli::Action setup(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   sub->add_option("--spec", a->spec, "Device: xdna2 (calibrated) | xdna2-sourced | xdna1 | spec JSON file")->capture_default_str();
   sub->add_option("--seed", a->seed, "Seed of the gate prompt and synthetic weights")->capture_default_str();
-  sub->add_option("--until", a->until, "Stop after this phase (0, 1, 2, 3, 6)")
+  sub->add_option("--until", a->until, "Stop after this phase (0 .. 7)")
       ->capture_default_str()
-      ->check(CLI::IsMember({0, 1, 2, 3, 4, 5, 6}));
+      ->check(CLI::IsMember({0, 1, 2, 3, 4, 5, 6, 7}));
+  sub->add_option("--eval-tokens", a->eval_tokens, "Phase 7: teacher-forced decode steps the evaluator runs")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   sub->add_option("--plant-bug", a->plant_bug,
                   "Negate packed weights whose key starts with this (e.g. w:L0.v_proj@) on the "
                   "device, to see a gate fail; pass:NAME plants that compiler pass's bug "

@@ -116,6 +116,8 @@ PhaseResult gate_block(Context& ctx);
 PhaseResult run_phase4(Context& ctx, std::vector<std::string>& artifacts);
 PhaseResult run_phase5(Context& ctx, std::vector<std::string>& artifacts);
 PhaseResult run_phase6(Context& ctx, std::vector<std::string>& artifacts);
+// Phase 7: the independent evaluator (evaluate.h); writes evaluation.json / .md.
+PhaseResult run_phase7(Context& ctx, std::vector<std::string>& artifacts);
 // The pass lists phases 4 / 5 kept (from phase4.json / phase5.json when they
 // ran), for phase 6 and a resumed run.
 void load_optimized_passes(Context& ctx, int upto);

@@ -92,13 +92,7 @@ PhaseResult phase_from_json(const nlohmann::json& j) {
     g.name = c.at("name").get<std::string>();
     g.passed = c.at("passed").get<bool>();
     g.message = c.at("message").get<std::string>();
-    const auto& m = c.at("metrics");
-    g.metrics.count = m.value("count", int64_t{0});
-    g.metrics.max_abs = m.value("max_abs", 0.0);
-    g.metrics.max_rel = m.value("max_rel", 0.0);
-    g.metrics.mean_rel = m.value("mean_rel", 0.0);
-    g.metrics.pearson = m.value("pearson", 1.0);
-    g.metrics.cosine = m.value("cosine", 1.0);
+    g.metrics = metrics_from_json(c.at("metrics"));
     const auto& t = c.at("threshold");
     g.threshold = {t.value("op", ""), t.value("max_rel", 0.0), t.value("mean_rel", 0.0),
                    t.value("min_pearson", 1.0), t.value("min_cosine", 1.0), t.value("reason", "")};

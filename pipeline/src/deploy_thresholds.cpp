@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "tessera/core/error.h"
 
 namespace tessera::pipeline {
@@ -123,6 +125,18 @@ double layer_cosine_loss(const compiler::Graph& one_layer) {
   auto it = t.find("L0.h_out");
   TESSERA_CHECK(it != t.end(), "graph of {} has no L0.h_out", one_layer.model);
   return rule_value(phase3_rules(), "layer_cosine_loss") * (1 - it->second.min_cosine);
+}
+
+Threshold depth_threshold(const Threshold& block, double loss, double blocks, double prev_cos) {
+  Threshold t = block;
+  t.max_rel = block.max_rel * std::sqrt(blocks);
+  t.mean_rel = block.mean_rel * std::sqrt(blocks);
+  t.min_cosine = std::max(1 - blocks * loss, prev_cos - loss);
+  t.min_pearson = 1 - blocks * loss;
+  t.reason = fmt::format("{} blocks of the phase-2 h_out budget; cosine >= max(floor {:.6f}, previous "
+                         "layer {:.6f} - {:.6f})",
+                         blocks, 1 - blocks * loss, prev_cos, loss);
+  return t;
 }
 
 }  // namespace tessera::pipeline

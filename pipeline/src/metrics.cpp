@@ -74,4 +74,27 @@ nlohmann::json to_json(const Metrics& m) {
           {"worst_ref", num(m.worst_ref)}, {"worst_got", num(m.worst_got)}};
 }
 
+Metrics metrics_from_json(const nlohmann::json& m) {
+  // Every field to_json(Metrics) writes, so that a resumed phase reports what
+  // its file says (report.json is audited against the phase files, phase 7);
+  // null is how JSON carries a non-finite figure.
+  auto num = [&](const char* k, double fallback) {
+    if (!m.contains(k)) return fallback;
+    return m[k].is_null() ? std::nan("") : m[k].get<double>();
+  };
+  Metrics x;
+  x.count = m.value("count", int64_t{0});
+  x.non_finite = m.value("non_finite", int64_t{0});
+  x.scale = num("scale", 0);
+  x.max_abs = num("max_abs", 0);
+  x.max_rel = num("max_rel", 0);
+  x.mean_rel = num("mean_rel", 0);
+  x.pearson = num("pearson", 1);
+  x.cosine = num("cosine", 1);
+  x.worst_index = m.value("worst_index", int64_t{-1});
+  x.worst_ref = num("worst_ref", 0);
+  x.worst_got = num("worst_got", 0);
+  return x;
+}
+
 }  // namespace tessera::pipeline

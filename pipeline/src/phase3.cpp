@@ -21,20 +21,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A layer-count scaled copy of the one-block h_out budget: max/mean errors of
-// independent layers add in quadrature, cosine losses add linearly.
-Threshold depth_threshold(const Threshold& block, double loss, double blocks, double prev_cos) {
-  Threshold t = block;
-  t.max_rel = block.max_rel * std::sqrt(blocks);
-  t.mean_rel = block.mean_rel * std::sqrt(blocks);
-  t.min_cosine = std::max(1 - blocks * loss, prev_cos - loss);
-  t.min_pearson = 1 - blocks * loss;
-  t.reason = fmt::format("{} blocks of the phase-2 h_out budget; cosine >= max(floor {:.6f}, previous "
-                         "layer {:.6f} - {:.6f})",
-                         blocks, 1 - blocks * loss, prev_cos, loss);
-  return t;
-}
-
 void token_checks(PhaseResult& r, const std::vector<float>& ref, const std::vector<float>& got,
                   double max_abs) {
   const auto& rules = phase3_rules();

@@ -10,7 +10,7 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 d="$tmp/d"
 
-"$bin" deploy --preset tiny --out "$d" --seq 9 --tokens 4 > "$tmp/out.txt" 2> "$tmp/err.txt" \
+"$bin" deploy --preset tiny --out "$d" --seq 9 --tokens 4 --eval-tokens 8 > "$tmp/out.txt" 2> "$tmp/err.txt" \
   || fail "deploy exit $?: $(tail -3 "$tmp/err.txt")"
 for p in "phase 0 oracle" "phase 1 kernels" "phase 2 block" "phase 3 model" "phase 6 integration"; do
   grep -q "^$p " "$tmp/out.txt" || fail "no line for $p: $(cat "$tmp/out.txt")"
@@ -21,8 +21,8 @@ for f in manifest.json report.json plan.md plan.txt issues.md weights.safetensor
 done
 
 # Rerun: every phase verified by sha256 and skipped.
-"$bin" deploy --preset tiny --out "$d" --seq 9 --tokens 4 > "$tmp/out2.txt" 2>/dev/null || fail "rerun failed"
-[ "$(grep -c 'skipped (resumed)' "$tmp/out2.txt")" -eq 7 ] || fail "rerun did not resume: $(cat "$tmp/out2.txt")"
+"$bin" deploy --preset tiny --out "$d" --seq 9 --tokens 4 --eval-tokens 8 > "$tmp/out2.txt" 2>/dev/null || fail "rerun failed"
+[ "$(grep -c "skipped (resumed)" "$tmp/out2.txt")" -eq 8 ] || fail "rerun did not resume: $(cat "$tmp/out2.txt")"
 
 # Generation from the deployment: text on stdout, one timing line on stderr.
 "$bin" run "$d" -p "Once upon a time" -n 6 --temperature 0.9 --top-k 40 --seed 7 > "$tmp/run.txt" 2> "$tmp/run.err" \
@@ -47,7 +47,7 @@ set +e
 set -e
 [ "$rc" -eq 3 ] || fail "tampered weights: run exit $rc, want 3"
 grep -q "sha256" "$tmp/t.err" || fail "tamper message lacks sha256: $(cat "$tmp/t.err")"
-"$bin" deploy --preset tiny --out "$d" --seq 9 --tokens 4 > "$tmp/out3.txt" 2>/dev/null || fail "redo failed"
+"$bin" deploy --preset tiny --out "$d" --seq 9 --tokens 4 --eval-tokens 8 > "$tmp/out3.txt" 2>/dev/null || fail "redo failed"
 grep -q "^phase 2 block *passed" "$tmp/out3.txt" || fail "phase 2 not redone: $(cat "$tmp/out3.txt")"
 grep -q "weights.safetensors: sha256 mismatch" "$d/issues.md" || fail "issues.md does not say why"
 

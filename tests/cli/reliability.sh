@@ -44,7 +44,7 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 
 # The model: tiny, 2 layers (fast), its own directory per case where it is edited.
 "$bin" synth --preset tiny --layers 2 --out "$tmp/m" --seed 1 > /dev/null 2>&1 || { echo "FAIL: synth"; exit 1; }
-D=(--seq 5 --tokens 3)
+D=(--seq 5 --tokens 3 --eval-tokens 8)
 deploy_ok() { ok "$bin" deploy "$@" "${D[@]}"; }
 gen() { "$bin" run "$1" -p "Once upon a time" -n 4 2> /dev/null; }
 # A model copy whose final norm (the last tensor of the file) gets one bf16 value.
@@ -97,7 +97,7 @@ bg=""
 if grep -q '"status": "running"' "$tmp/d2c/manifest.json" 2> /dev/null; then
   expect 3 "interrupted" "$bin" run "$tmp/d2c" -p hi -n 2
 fi
-ok "$bin" deploy -m "$tmp/m" --out "$tmp/d2c" --seq 5 --tokens 24
+ok "$bin" deploy -m "$tmp/m" --out "$tmp/d2c" --seq 5 --tokens 24 --eval-tokens 8
 ok "$bin" run "$tmp/d2c" -p hi -n 2
 
 # 3. run checks the tokenizer, and a manifest edited to vouch for an edited

@@ -45,6 +45,7 @@ TEST_P(DeployFixture, GreedyMatchesTransformersWithinTheTieRule) {
   o.prompt = ref.at("prompt_ids").get<std::vector<int32_t>>();
   const auto greedy = ref.at("greedy_ids").get<std::vector<int32_t>>();
   o.continuation = static_cast<int64_t>(greedy.size());
+  o.last_phase = 6;  // phase 6's details are checked here; phase 7 runs in Smollm2TwoLayers
   o.spec = npu::DeviceSpec::preset("xdna2");
   const DeployReport r = deploy(o);
   ASSERT_TRUE(r.passed()) << r.failure();

@@ -1,5 +1,5 @@
 #pragma once
-// `tessera deploy`: phases 0 to 6 in order (DESIGN.md "The eight
+// `tessera deploy`: phases 0 to 7 in order (DESIGN.md "The eight
 // phases"), each gated against the FP32 oracle; stops at the first failing
 // gate with a report naming the phase, the tap and the metrics.
 //
@@ -17,6 +17,8 @@
 //   issues.md            what failed and what was done about it
 //   report.json          every gate result and predicted time
 //   phase<N>.json        one file per phase with its gate table
+//   evaluation.json/.md  phase 7: the independent evaluator's verdict (evaluate.h)
+//   report.html          the whole report as one self-contained page (report_html.h)
 // Resume: a rerun skips a phase whose status is passed and whose artifacts'
 // sha256 still match manifest.json; an artifact that does not match (edited,
 // truncated) is redone - never trusted - and issues.md says so.
@@ -54,7 +56,8 @@ struct DeployOptions {
   // The gate prompt as token ids (e.g. a transformers fixture's prompt); empty:
   // gate_seq ids drawn from `seed` over the vocabulary. Its length overrides gate_seq.
   std::vector<int32_t> prompt;
-  int last_phase = 6;            // stop after this phase (0 .. 6)
+  int last_phase = 7;            // stop after this phase (0 .. 7)
+  int64_t eval_tokens = 64;      // phase 7: teacher-forced decode steps (evaluate.h)
   // Test injection (planted bugs): phase 1's builder lookup (empty: the
   // registered builders), and a hook that edits the packed weights after they
   // are packed or loaded, before phases 2, 3 and 6 run on them.

@@ -34,4 +34,10 @@ std::map<std::string, Threshold> block_thresholds(const compiler::Graph& g);
 // which bounds both the per-layer drop and, summed over layers, the floor.
 double layer_cosine_loss(const compiler::Graph& one_layer);
 
+// Phase 3's budget after `blocks` blocks: the one-block h_out budget `block`
+// with max / mean errors growing as sqrt(blocks) (independent layers add in
+// quadrature) and cosine losses adding linearly: cosine >= max(1 - blocks *
+// loss, prev_cos - loss) (prev_cos = 1 for the floor alone).
+Threshold depth_threshold(const Threshold& block, double loss, double blocks, double prev_cos = 1);
+
 }  // namespace tessera::pipeline

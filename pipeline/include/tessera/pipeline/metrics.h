@@ -33,5 +33,7 @@ struct Metrics {
 Metrics compare(std::span<const float> ref, std::span<const float> got);
 
 nlohmann::json to_json(const Metrics& m);
+// The inverse of to_json (null, a non-finite figure, reads back as NaN).
+Metrics metrics_from_json(const nlohmann::json& j);
 
 }  // namespace tessera::pipeline
