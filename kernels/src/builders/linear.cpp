@@ -151,15 +151,27 @@ npu::Design make_design(const LinearPlan& p, const npu::DeviceSpec& spec) {
   npu::Design d;
   d.name = fmt::format("linear_M{}_K{}_N{}_gemm_{}x{}x{}{}", p.M, p.K, p.N, p.m, p.k, p.n,
                        p.panel ? "_l2panel" : "");
-  for (int r = 0; r < p.Rm(); ++r) d.host_buffers.push_back({x_host(r), p.S * p.kb * p.m * p.k * 2, 2});
+  if (p.rowmajor) {
+    d.name += "_rowmajor";
+    d.host_buffers.push_back({"x_rows", p.M * p.K * 2, 2});
+    d.host_buffers.push_back({"y_rows", p.M * p.N * 2, 2});
+  }
+  for (int r = 0; r < p.Rm() && !p.rowmajor; ++r)
+    d.host_buffers.push_back({x_host(r), p.S * p.kb * p.m * p.k * 2, 2});
   for (int c = 0; c < p.C; ++c) {
     d.host_buffers.push_back({w_host(c), p.NB * p.kb * p.n * p.k * 2, 2});
-    d.host_buffers.push_back({y_host(c), p.S * p.NB * p.R * p.m * p.n * 2, 2});
+    if (!p.rowmajor) d.host_buffers.push_back({y_host(c), p.S * p.NB * p.R * p.m * p.n * 2, 2});
   }
   add_linear_launches(d, p, [&](npu::Launch& l, int64_t s0, int64_t steps) {
     add_fifos(l, p, spec, steps);
     add_cores(l, p, spec, steps);
-    add_sequence(l, p, spec, s0, steps);
+    if (!p.rowmajor) return add_sequence(l, p, spec, s0, steps);
+    add_rowmajor_sequence(l, p, spec, s0, steps);
+    for (int c = 0; c < p.C; ++c) {
+      npu::AccessPattern wp;
+      wp.repeat = steps;  // no panel: the column's weights once per M step
+      l.sequence.push_back(b::to_device(fmt::format("w{}", c), w_host(c), wp));
+    }
   });
   return d;
 }
@@ -172,6 +184,11 @@ void put_row(const float* src_row, int64_t col0, int64_t len, int64_t cols, bf16
 
 void pack_x(const LinearPlan& p, const npu::Design& d, std::span<const float> x,
             npu::HostMemory& host) {
+  if (p.rowmajor) {
+    bf16* dst = host_bf16(d, "x_rows", host);
+    for (size_t i = 0; i < x.size(); ++i) dst[i] = f32_to_bf16(x[i]);
+    return;
+  }
   for (int r = 0; r < p.Rm(); ++r) {
     bf16* dst = host_bf16(d, x_host(r), host);
     for (int64_t s = 0; s < p.S; ++s)
@@ -212,6 +229,11 @@ std::vector<float> unpack_y(const LinearPlan& p, const npu::Design& d,
                             const npu::HostMemory& host) {
   if (!p.gemm) return unpack_gemv_y(p, d, host);
   std::vector<float> y(static_cast<size_t>(p.M * p.N));
+  if (p.rowmajor) {
+    const bf16* src = host_bf16(d, "y_rows", host);
+    for (size_t i = 0; i < y.size(); ++i) y[i] = bf16_to_f32(src[i]);
+    return y;
+  }
   for (int c = 0; c < p.C; ++c) {
     const bf16* src = host_bf16(d, y_host(c), host);
     for (int64_t s = 0; s < p.S; ++s)
@@ -258,7 +280,8 @@ void add_linear_launches(npu::Design& d, const LinearPlan& p,
 BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec, const TileOptions& tiles) {
   const int64_t M = shape.dim("M"), K = shape.dim("K"), N = shape.dim("N");
   check_tile_keys(shape.key(), tiles,
-                  {"gemm", "m", "k", "n", "columns", "rows", "streams", "x_resident", "panel"});
+                  {"gemm", "m", "k", "n", "columns", "rows", "streams", "x_resident", "panel",
+                   kRowMajorTile});
   LinearPlan p = plan_linear(M, K, N, spec, tiles);
   BuiltOp out;
   out.shape = shape;
@@ -269,6 +292,7 @@ BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec, const Ti
   out.tiles = {{"gemm", p.gemm ? 1 : 0}, {"m", p.m}, {"k", p.k}, {"n", p.n},
                {"columns", p.C}, {"rows", p.R}};
   if (p.gemm) out.tiles["panel"] = p.panel ? 1 : 0;
+  if (p.rowmajor) out.tiles[kRowMajorTile] = 1;
   if (!p.gemm) {
     out.tiles["streams"] = p.streams_per_column;
     out.tiles["x_resident"] = p.x_resident ? 1 : 0;

@@ -179,8 +179,11 @@ LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& s
     throw_error<LimitError>("linear M={} K={} N={}: the gemm dataflow feeds compute row r from "
                             "shim r and needs rows {} <= columns {}", M, K, N, p.R, p.C);
   const int64_t budget = spec.compute.memory_bytes;
+  p.rowmajor = opt(tiles, kRowMajorTile, 0) != 0;
+  TileOptions t = tiles;
+  if (p.rowmajor) t.try_emplace("panel", 0);
   if (p.gemm)
-    plan_gemm(p, tiles, budget, spec);
+    plan_gemm(p, t, budget, spec);
   else
     plan_gemv(p, tiles, budget, spec);
   if (p.m < 1 || p.k < 1 || p.n < 1 || p.l1_bytes() > budget)
@@ -188,6 +191,14 @@ LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& s
   // Shim BDs on an x shim: its W tasks and a y task per launch, plus x tasks
   // (one for a resident x, else one per M step and 255 repeats of it).
   const int64_t w_tasks = p.gemm ? 1 : p.streams_in(0);
+  if (p.rowmajor) {  // x and y tasks per M step on every x shim, W once
+    check_linear_rowmajor(p, spec);
+    p.s_per_launch = std::min({p.S, spec.bd_max_repeat,
+                               (spec.shim.buffer_descriptors - w_tasks) /
+                                   rowmajor_tasks_per_step(p, spec)});
+    if (p.s_per_launch < 1) no_fit(p, spec, "one row-major M step needs more shim BDs than the spec has");
+    return p;
+  }
   if (p.panel) {  // x: one task per 255 N blocks per launch; W once, y once
     if (ceil_div(p.NB, spec.bd_max_repeat) > spec.shim.buffer_descriptors - 2)
       no_fit(p, spec, "one launch's x passes need more shim BDs than the spec has");
