@@ -22,6 +22,7 @@ namespace tessera::compiler {
 
 namespace {
 
+using kernels::kRowMajorOutTile;
 using kernels::kRowMajorTile;
 
 std::string whole(const ValueRef& r) {
@@ -30,10 +31,11 @@ std::string whole(const ValueRef& r) {
   return w.str();
 }
 
-bool rowmajor(const Launch& l) {
-  auto it = l.tiles.find(kRowMajorTile);
+bool has(const Launch& l, const char* key) {
+  auto it = l.tiles.find(key);
   return it != l.tiles.end() && it->second != 0;
 }
+bool out_rowmajor(const Launch& l) { return has(l, kRowMajorTile) || has(l, kRowMajorOutTile); }
 
 // An activation edge: its producer and readers (launch pointers stay valid:
 // the pass never adds or removes launches).
@@ -71,22 +73,24 @@ bool aligned(const Edge& e) {
   return true;
 }
 
-// Rebuilds `ls` row-major; false (and every launch as it was) when a builder
+// Rebuilds each launch with its key set (a reader's kRowMajorTile replaces an
+// output-only request); false, and every launch as it was, when a builder
 // refuses the shape.
-bool rebuild(const Plan& p, const std::vector<Launch*>& ls, DesignCache& cache,
-             std::vector<Launch>& saved) {
+bool rebuild(const Plan& p, const std::vector<std::pair<Launch*, const char*>>& ls,
+             DesignCache& cache, std::vector<Launch>& saved) {
   saved.clear();
-  for (Launch* l : ls) saved.push_back(*l);
+  for (const auto& [l, key] : ls) saved.push_back(*l);
   try {
-    for (Launch* l : ls) {
-      l->tiles[kRowMajorTile] = 1;
+    for (const auto& [l, key] : ls) {
+      if (key == std::string(kRowMajorTile)) l->tiles.erase(kRowMajorOutTile);
+      l->tiles[key] = 1;
       detail::build_launch(p, *l, cache);
     }
     return true;
   } catch (const LimitError&) {
   } catch (const UsageError&) {  // a builder that does not know the layout
   }
-  for (size_t i = 0; i < ls.size(); ++i) *ls[i] = saved[i];
+  for (size_t i = 0; i < ls.size(); ++i) *ls[i].first = saved[i];
   return false;
 }
 
@@ -102,30 +106,40 @@ std::string pass_align_layouts(Plan& p, DesignCache& cache, bool bug) {
   std::vector<Launch> saved;
   for (Edge& e : edges_of(p)) {
     if (!e.eligible || e.readers.empty() || aligned(e)) continue;
-    std::vector<Launch*> ends;
-    if (!rowmajor(*e.producer)) ends.push_back(e.producer);
+    std::vector<Launch*> readers;
     for (const auto& [l, k] : e.readers)
-      if (!bug && !rowmajor(*l) && std::find(ends.begin(), ends.end(), l) == ends.end())
-        ends.push_back(l);
-    if (!rebuild(p, ends, cache, saved)) {
-      ++refused;
-      continue;
+      if (!bug && !has(*l, kRowMajorTile) && l != e.producer &&
+          std::find(readers.begin(), readers.end(), l) == readers.end())
+        readers.push_back(l);
+    // Whole row-major first; then the producer's output alone (a gemm whose
+    // row-major x costs more DMA bursts than its re-layout saves).
+    bool kept = false, built = false;
+    for (const char* key : {kRowMajorTile, kRowMajorOutTile}) {
+      std::vector<std::pair<Launch*, const char*>> ends;
+      const bool whole = key == std::string(kRowMajorTile);
+      if (!has(*e.producer, kRowMajorTile) && (whole || !out_rowmajor(*e.producer)))
+        ends.emplace_back(e.producer, key);
+      for (Launch* l : readers) ends.emplace_back(l, kRowMajorTile);
+      if (ends.empty() || !rebuild(p, ends, cache, saved)) continue;
+      built = true;
+      if (bug) {  // planted: the readers are told the new layout, not rebuilt for it
+        for (const auto& [l, k] : e.readers) l->in_layouts.at(k) = e.producer->out_layout;
+        return fmt::format("{} (planted: readers not rebuilt)", e.value);
+      }
+      update_costs(p, spec);
+      const double t = p.predicted_seconds();
+      if (t < best) {
+        best = t;
+        kept = true;
+        for (const auto& [l, k] : ends) ops.insert(fmt::format("{}:{}", l->shape.op, k));
+        break;
+      }
+      for (size_t i = 0; i < ends.size(); ++i) *ends[i].first = saved[i];
+      update_costs(p, spec);
     }
-    if (bug) {  // planted: the readers are told the new layout, not rebuilt for it
-      for (const auto& [l, k] : e.readers) l->in_layouts.at(k) = e.producer->out_layout;
-      return fmt::format("{} (planted: readers not rebuilt)", e.value);
-    }
-    update_costs(p, spec);
-    const double t = p.predicted_seconds();
-    if (t < best) {
-      best = t;
-      ++aligned_edges;
-      for (Launch* l : ends) ops.insert(l->shape.op);
-      continue;
-    }
-    for (size_t i = 0; i < ends.size(); ++i) *ends[i] = saved[i];
-    update_costs(p, spec);
-    ++slower;
+    aligned_edges += kept;
+    slower += built && !kept;
+    refused += !built;
   }
   std::string changed = fmt::format("{} edges row-major ({} kept blocked: slower; {} refused by a "
                                     "builder)", aligned_edges, slower, refused);

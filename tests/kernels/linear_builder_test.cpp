@@ -131,6 +131,24 @@ TEST_P(LinearOnDevice, RowMajorLayoutIsExactWithRaggedM) {
   EXPECT_EQ(b.tiles.at(kRowMajorTile), 1);
 }
 
+// kRowMajorOutTile: y alone row-major, x blocked and padded, the weight
+// panel kept; a ragged last step gets its own launch.
+TEST_P(LinearOnDevice, RowMajorOutputIsExactWithThePanel) {
+  const TileOptions out{{kRowMajorOutTile, 1}, {"columns", 4}, {"rows", 4}, {"n", 32}, {"k", 64}};
+  auto with = [&](TileOptions t, int64_t m, int panel) {
+    t["m"] = m;
+    t["panel"] = panel;
+    return t;
+  };
+  check_linear(70, 130, 512, spec, with(out, 16, 1));   // ragged K: x stays blocked
+  check_linear(300, 192, 512, spec, with(out, 4, 1));   // 19 steps, the last re-read
+  check_linear(300, 192, 512, spec, with(out, 4, 0));
+  BuiltOp b = op_builder("linear").build(linear_shape(300, 192, 512), spec, with(out, 4, 1));
+  EXPECT_EQ(b.tiles.at("panel"), 1);
+  EXPECT_EQ(b.design.launches.size(), 2u);  // 18 steps in one launch, the re-read step alone
+  EXPECT_THROW(op_builder("linear").build(linear_shape(70, 128, 200), spec, out), LimitError);
+}
+
 TEST_P(LinearOnDevice, RowMajorLayoutRefusesWhatItCannotReadUnpadded) {
   const TileOptions rm{{kRowMajorTile, 1}};
   EXPECT_THROW(op_builder("linear").build(linear_shape(70, 130, 200), spec, rm), LimitError);

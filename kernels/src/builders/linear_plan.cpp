@@ -180,6 +180,7 @@ LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& s
                             "shim r and needs rows {} <= columns {}", M, K, N, p.R, p.C);
   const int64_t budget = spec.compute.memory_bytes;
   p.rowmajor = opt(tiles, kRowMajorTile, 0) != 0;
+  p.rowmajor_y = !p.rowmajor && opt(tiles, kRowMajorOutTile, 0) != 0;
   TileOptions t = tiles;
   if (p.rowmajor) t.try_emplace("panel", 0);
   if (p.gemm)
@@ -199,6 +200,15 @@ LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& s
     if (p.s_per_launch < 1) no_fit(p, spec, "one row-major M step needs more shim BDs than the spec has");
     return p;
   }
+  if (p.rowmajor_y) check_linear_rowmajor(p, spec);
+  if (p.panel && p.rowmajor_y) {  // y's rows of a launch are one BD dim
+    const int64_t fit = spec.bd_max_size / (int64_t{p.R} * p.m);
+    if (fit < 1) no_fit(p, spec, "one step's row-major y rows exceed a shim BD dimension");
+    if (ceil_div(p.NB, spec.bd_max_repeat) > spec.shim.buffer_descriptors - 2)
+      no_fit(p, spec, "one launch's x passes need more shim BDs than the spec has");
+    p.s_per_launch = std::min({p.S, spec.bd_max_repeat, fit});
+    return p;
+  }
   if (p.panel) {  // x: one task per 255 N blocks per launch; W once, y once
     if (ceil_div(p.NB, spec.bd_max_repeat) > spec.shim.buffer_descriptors - 2)
       no_fit(p, spec, "one launch's x passes need more shim BDs than the spec has");
@@ -208,6 +218,8 @@ LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& s
   const int64_t x_per_s = p.x_resident ? 0 : ceil_div(p.NB, spec.bd_max_repeat);
   const int64_t free_bds = spec.shim.buffer_descriptors - w_tasks - 1 - (p.x_resident ? 1 : 0);
   p.s_per_launch = x_per_s == 0 ? p.S : free_bds / x_per_s;
+  if (p.rowmajor_y)  // and a y task per step (each writes its own rows)
+    p.s_per_launch = (spec.shim.buffer_descriptors - w_tasks) / (std::max<int64_t>(x_per_s, 1) + 1);
   p.s_per_launch = std::min({p.s_per_launch, p.S, spec.bd_max_repeat});
   if (p.s_per_launch < 1) no_fit(p, spec, "one M step needs more shim BDs than the spec has");
   return p;

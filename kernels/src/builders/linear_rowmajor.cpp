@@ -34,12 +34,14 @@ int64_t rowmajor_step_row(const LinearPlan& p, int64_t s) {
 void check_linear_rowmajor(const LinearPlan& p, const npu::DeviceSpec& spec) {
   auto refuse = [&](const char* why) {
     throw_error<LimitError>("linear M={} K={} N={}: the row-major layout ({}) {} (m={} k={} n={} "
-                            "rows={} columns={})", p.M, p.K, p.N, kRowMajorTile, why, p.m, p.k,
-                            p.n, p.R, p.C);
+                            "rows={} columns={})", p.M, p.K, p.N,
+                            p.rowmajor ? kRowMajorTile : kRowMajorOutTile, why, p.m, p.k, p.n, p.R,
+                            p.C);
   };
   if (!p.gemm) refuse("is built for the gemm dataflow only");
-  if (p.panel) refuse("does not take the weight panel (its per-block tasks exceed the shim BDs)");
-  if (p.Kp() != p.K) refuse("needs K blocks that tile K exactly (x is read, not padded)");
+  if (p.rowmajor && p.panel)
+    refuse("does not take the weight panel (its per-block x tasks exceed the shim BDs)");
+  if (p.rowmajor && p.Kp() != p.K) refuse("needs K blocks that tile K exactly (x is read, not padded)");
   if (p.Np() != p.N) refuse("needs N blocks that tile N exactly (y is written, not padded)");
   if (p.M < int64_t{p.R} * p.m) refuse("needs M >= rows * m (the last step re-reads whole rows)");
   if (p.k > spec.bd_max_wrap || p.n > spec.bd_max_wrap || p.m > spec.bd_max_size ||
@@ -65,11 +67,25 @@ void add_rowmajor_sequence(npu::Launch& l, const LinearPlan& p, const npu::Devic
             pattern((row0 + r * p.m) * p.K, {{p.kb, p.k}, {p.m, p.K}, {p.k, 1}},
                     std::min(spec.bd_max_repeat, reps - done))));
     }
-    for (int c = 0; c < p.C; ++c)
-      l.sequence.push_back(b::from_device(
-          fmt::format("y{}", c), "y_rows",
-          pattern(row0 * p.N + c * p.NB * p.n, {{p.NB, p.n}, {p.R * p.m, p.N}, {p.n, 1}}, 1)));
+    for (int c = 0; c < p.C; ++c) add_rowmajor_y(l, p, spec, c, s, 1);
   }
+}
+
+void add_rowmajor_y(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec&, int c,
+                    int64_t s0, int64_t steps) {
+  const std::string fifo = fmt::format("y{}", c);
+  const int64_t col0 = c * p.NB * p.n;
+  if (p.panel) {  // N blocks outer, the launch's steps (contiguous rows) inner
+    l.sequence.push_back(b::from_device(
+        fifo, "y_rows",
+        pattern(rowmajor_step_row(p, s0) * p.N + col0,
+                {{p.NB, p.n}, {steps * p.R * p.m, p.N}, {p.n, 1}}, 1)));
+    return;
+  }
+  for (int64_t s = s0; s < s0 + steps; ++s)  // per M step, its N blocks
+    l.sequence.push_back(b::from_device(
+        fifo, "y_rows",
+        pattern(rowmajor_step_row(p, s) * p.N + col0, {{p.NB, p.n}, {p.R * p.m, p.N}, {p.n, 1}}, 1)));
 }
 
 }  // namespace tessera::kernels

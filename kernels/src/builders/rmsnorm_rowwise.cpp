@@ -265,8 +265,12 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
                       std::vector<RowwiseInput> roles, OpTensor output) {
   auto p = std::make_shared<RowwisePlan>(plan_rowwise(s, spec, tiles));
   auto sp = std::make_shared<RowwiseSpec>(s);
-  auto rm = tiles.find(kRowMajorTile);
-  sp->rowmajor = rm != tiles.end() && rm->second != 0;
+  // Row-major streams cost no more than blocked ones: the output-only
+  // request is served by the whole row-major variant.
+  for (const char* key : {kRowMajorTile, kRowMajorOutTile}) {
+    auto rm = tiles.find(key);
+    sp->rowmajor = sp->rowmajor || (rm != tiles.end() && rm->second != 0);
+  }
   BuiltOp out;
   out.shape = shape;
   out.design = make_rowwise_design(*sp, *p, spec);

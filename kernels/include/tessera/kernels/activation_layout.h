@@ -13,5 +13,9 @@
 namespace tessera::kernels {
 
 inline constexpr const char* kRowMajorTile = "rowmajor";
+// The output alone in the canonical layout, inputs as the builder blocks them
+// (a gemm whose row-major x would cost more DMA bursts than its re-layout;
+// the row-wise builders take it as kRowMajorTile).
+inline constexpr const char* kRowMajorOutTile = "rowmajor_out";
 
 }  // namespace tessera::kernels
