@@ -147,6 +147,10 @@ TEST_P(LinearOnDevice, RowMajorOutputIsExactWithThePanel) {
   EXPECT_EQ(b.tiles.at("panel"), 1);
   EXPECT_EQ(b.design.launches.size(), 2u);  // 18 steps in one launch, the re-read step alone
   EXPECT_THROW(op_builder("linear").build(linear_shape(70, 128, 200), spec, out), LimitError);
+  // One ragged step by default (m = 20 would pad): m shrinks to 16, two steps.
+  const TileOptions plain{{kRowMajorOutTile, 1}, {"columns", 4}, {"rows", 4}, {"n", 32}};
+  check_linear(78, 96, 512, spec, plain);
+  EXPECT_EQ(op_builder("linear").build(linear_shape(78, 96, 512), spec, plain).tiles.at("m"), 16);
 }
 
 TEST_P(LinearOnDevice, RowMajorLayoutRefusesWhatItCannotReadUnpadded) {

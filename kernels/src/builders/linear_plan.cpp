@@ -116,6 +116,10 @@ void plan_gemv(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::D
 
 void plan_gemm(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::DeviceSpec& spec) {
   p.m = opt(t, "m", std::min(kGemmEdge, round_up(ceil_div(p.M, p.R), 4)));
+  // A row-major y re-reads whole rows instead of padding: one step of R * m
+  // rows must fit M (m does not change the W layout).
+  if ((p.rowmajor || p.rowmajor_y) && !t.count("m") && p.R * p.m > p.M)
+    p.m = std::max<int64_t>(4, p.M / p.R / 4 * 4);
   p.n = opt(t, "n", std::min(kGemmEdge, round_up(ceil_div(p.N, p.C), 4)));
   const int64_t q = k_quantum(p.K);
   if (t.count("k")) {
