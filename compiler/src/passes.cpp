@@ -17,6 +17,7 @@ namespace tessera::compiler {
 std::string pass_fuse(Plan& plan, DesignCache& cache, bool bug);  // pass_fuse.cpp
 std::string pass_buffers(Plan& plan, DesignCache& cache, bool bug);  // pass_buffers.cpp
 std::string pass_reuse_buffers(Plan& plan, DesignCache& cache, bool bug);
+std::string pass_align_layouts(Plan& plan, DesignCache& cache, bool bug);  // pass_align.cpp
 
 namespace {
 
@@ -98,40 +99,44 @@ Launch place_launch(const Plan& plan, size_t i, bool on_host, const npu::DeviceS
   return l;
 }
 
+void build_launch(const Plan& plan, Launch& l, DesignCache& cache) {
+  const Node& node = plan.graph.nodes.at(l.node);
+  const DesignCache::Entry& e = cache.get(l.shape, l.tiles);
+  l.op = e.op;
+  l.timing = e.timing;
+  l.weight_layouts.clear();
+  l.in_layouts.clear();
+  l.in_buffers.assign(node.inputs.size(), {});
+  for (size_t k = 0; k < node.inputs.size(); ++k) {
+    const ValueRef& in = node.inputs[k];
+    if (in.kind == ValueKind::weight) {
+      l.weight_layouts.push_back(cache.layout(in, e, k).key);
+      l.in_layouts.emplace_back();
+    } else {
+      l.weight_layouts.emplace_back();
+      // The host packs what it supplies; only NPU-made values are probed.
+      if (in.kind == ValueKind::host) {
+        l.in_layouts.emplace_back("a:host");
+        continue;
+      }
+      const auto& a = cache.activation(e, static_cast<int>(k));
+      l.in_layouts.push_back(a.key);
+      l.in_buffers[k] = a.buffers;
+    }
+  }
+  const auto& out = cache.activation(e, -1);
+  l.out_layout = out.key;
+  // An opaque output (ids, f32): its logical size.
+  l.out_bytes = out.bytes > 0 ? out.bytes : shape_numel(e.op->outputs.at(0).shape) * 2;
+  l.out_buffers = out.buffers;
+}
+
 std::string build_launches(Plan& plan, DesignCache& cache) {
   int64_t built = 0;
   for (Step& s : plan.steps) {
     if (s.kind != StepKind::npu) continue;
     for (Launch& l : s.launches) {
-      const Node& node = plan.graph.nodes.at(l.node);
-      const DesignCache::Entry& e = cache.get(l.shape, l.tiles);
-      l.op = e.op;
-      l.timing = e.timing;
-      l.weight_layouts.clear();
-      l.in_layouts.clear();
-      l.in_buffers.assign(node.inputs.size(), {});
-      for (size_t k = 0; k < node.inputs.size(); ++k) {
-        const ValueRef& in = node.inputs[k];
-        if (in.kind == ValueKind::weight) {
-          l.weight_layouts.push_back(cache.layout(in, e, k).key);
-          l.in_layouts.emplace_back();
-        } else {
-          l.weight_layouts.emplace_back();
-          // The host packs what it supplies; only NPU-made values are probed.
-          if (in.kind == ValueKind::host) {
-            l.in_layouts.emplace_back("a:host");
-            continue;
-          }
-          const auto& a = cache.activation(e, static_cast<int>(k));
-          l.in_layouts.push_back(a.key);
-          l.in_buffers[k] = a.buffers;
-        }
-      }
-      const auto& out = cache.activation(e, -1);
-      l.out_layout = out.key;
-      // An opaque output (ids, f32): its logical size.
-      l.out_bytes = out.bytes > 0 ? out.bytes : shape_numel(e.op->outputs.at(0).shape) * 2;
-      l.out_buffers = out.buffers;
+      build_launch(plan, l, cache);
       ++built;
     }
   }
@@ -145,6 +150,9 @@ namespace {
 const std::vector<PassInfo> kPasses = {
     {"place", true, "one step per graph node, NPU or host by style", place},
     {"build", true, "designs, timings, weight and activation layout keys", build},
+    {"align-layouts", false, "producer and readers of an activation rebuilt in the row-major "
+                             "layout where that lowers the predicted time (no re-layout)",
+     pass_align_layouts},
     {"fuse", false, "consecutive NPU steps of a layer whose inner values need no re-layout "
                     "become one multi-launch dispatch", pass_fuse},
     {"buffers", true, "DDR buffers with lifetimes, one arena slot each", pass_buffers},
@@ -179,7 +187,7 @@ const std::vector<PassInfo>& pass_registry() { return kPasses; }
 
 std::vector<std::string> style_passes(PlanStyle style) {
   if (style == PlanStyle::per_op) return {"place", "build", "buffers"};
-  return {"place", "build", "fuse", "buffers", "reuse-buffers"};
+  return {"place", "build", "align-layouts", "fuse", "buffers", "reuse-buffers"};
 }
 
 std::vector<std::string> resolve_passes(PlanStyle style, const std::vector<std::string>& passes,

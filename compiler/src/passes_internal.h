@@ -7,7 +7,9 @@ namespace tessera::compiler::detail {
 // A launch for graph node `node` as the place pass sets it up: host (cost
 // from the host model, plain layouts) or npu (the layout policy's tiles).
 Launch place_launch(const Plan& plan, size_t node, bool host, const npu::DeviceSpec& spec);
-// Builds every npu launch of the plan (design, timing, layout keys).
+// Builds one npu launch from its shape and tiles (design, timing, layout keys).
+void build_launch(const Plan& plan, Launch& l, DesignCache& cache);
+// Builds every npu launch of the plan.
 std::string build_launches(Plan& plan, DesignCache& cache);
 
 }  // namespace tessera::compiler::detail

@@ -3,6 +3,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "tessera/compiler/passes.h"
 
@@ -93,11 +94,45 @@ std::string check_arena(const Plan& p) {
   return "";
 }
 
+// Bytes of each named host buffer of a built design, in the given order.
+std::vector<int64_t> buffer_sizes(const Launch& l, const std::vector<std::string>& names) {
+  std::vector<int64_t> out;
+  for (const std::string& n : names)
+    for (const npu::HostBuffer& h : l.op->design.host_buffers)
+      if (h.name == n) out.push_back(h.bytes);
+  return out;
+}
+
+// A reader whose layout key matches its producer's takes the producer's bytes
+// as they are (runtime executor): its design must hold them in buffers of the
+// same number and sizes, or the key claims an alignment the design lacks.
+std::string check_handoffs(const Plan& p) {
+  std::map<std::string, const Launch*> made;
+  for (const Step& s : p.steps)
+    for (const Launch& l : s.launches) {
+      const Node& n = p.graph.nodes.at(l.node);
+      for (size_t k = 0; s.kind == StepKind::npu && l.op && k < n.inputs.size(); ++k) {
+        const ValueRef& r = n.inputs[k];
+        auto it = made.find(whole(r));
+        if (r.kind != ValueKind::activation || r.last_row || it == made.end()) continue;
+        const Launch& src = *it->second;
+        if (!layouts_match(src.out_layout, l.in_layouts.at(k))) continue;
+        if (buffer_sizes(src, src.out_buffers) != buffer_sizes(l, l.in_buffers.at(k)))
+          return fmt::format("{} reads {} as the producer's bytes (layout {}), but its buffers "
+                             "[{}] are not the producer's [{}]", l.name, r.str(), src.out_layout,
+                             fmt::join(l.in_buffers.at(k), " "), fmt::join(src.out_buffers, " "));
+      }
+      if (s.kind == StepKind::npu && l.op) made[l.name] = &l;
+    }
+  return "";
+}
+
 }  // namespace
 
 std::string verify_plan(const Plan& p) {
   if (p.steps.empty()) return "";  // not placed yet
   std::string e = check_order(p);
+  if (e.empty()) e = check_handoffs(p);
   if (e.empty()) e = check_lifetimes(p);
   if (e.empty()) e = check_arena(p);
   return e;

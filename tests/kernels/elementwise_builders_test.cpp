@@ -1,11 +1,14 @@
 // bias_add / silu_mul / residual_add builders: ragged shapes on the simulator
 // against the oracle ops with bf16-derived bounds, both device presets; every
 // preset's shapes build, validate and have a timing estimate at seq 1, 17, 2048.
+// The ragged sweeps run in both activation layouts (blocked, kRowMajorTile).
 #include <cmath>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.h"
+#include "tessera/kernels/activation_layout.h"
 #include "tessera/kernels/op_builder.h"
 #include "tessera/model/config.h"
 #include "tessera/npu/timing.h"
@@ -27,12 +30,13 @@ std::vector<float> bf16_values(size_t n, uint32_t seed) {
 OpShape mn(const std::string& op, int64_t M, int64_t N) { return {op, {{"M", M}, {"N", N}}, {}}; }
 
 // One fp32 add, one rounding: |ref| (u_bf16 + 2 u_32).
-void check_add(const std::string& op, int64_t M, int64_t N, const npu::DeviceSpec& spec) {
+void check_add(const std::string& op, int64_t M, int64_t N, const npu::DeviceSpec& spec,
+               const TileOptions& tiles) {
   SCOPED_TRACE(fmt::format("{} M={} N={} on {}", op, M, N, spec.name));
   const bool bias = op == "bias_add";
   auto a = bf16_values(static_cast<size_t>(M * N), 5);
   auto b = bf16_values(static_cast<size_t>(bias ? N : M * N), 6);
-  OpRun run = run_op(op_builder(op).build(mn(op, M, N), spec), {a, b}, spec);
+  OpRun run = run_op(op_builder(op).build(mn(op, M, N), spec, tiles), {a, b}, spec);
   std::vector<double> ref(a.size()), bound(a.size());
   for (size_t i = 0; i < a.size(); ++i) {
     ref[i] = double{a[i]} + b[bias ? i % static_cast<size_t>(N) : i];
@@ -43,11 +47,12 @@ void check_add(const std::string& op, int64_t M, int64_t N, const npu::DeviceSpe
 
 // silu from the tile's bf16 exp: its rounding reaches silu scaled by
 // (1 - sigmoid) <= 1, then one output rounding: |ref| (2 u_bf16 + 8 u_32).
-void check_silu_mul(int64_t M, int64_t N, const npu::DeviceSpec& spec) {
+void check_silu_mul(int64_t M, int64_t N, const npu::DeviceSpec& spec, const TileOptions& tiles) {
   SCOPED_TRACE(fmt::format("silu_mul M={} N={} on {}", M, N, spec.name));
   auto g = bf16_values(static_cast<size_t>(M * N), 7);
   auto u = bf16_values(static_cast<size_t>(M * N), 8);
-  OpRun run = run_op(op_builder("silu_mul").build(mn("silu_mul", M, N), spec), {g, u}, spec);
+  OpRun run =
+      run_op(op_builder("silu_mul").build(mn("silu_mul", M, N), spec, tiles), {g, u}, spec);
   std::vector<float> ref(g.size());
   oracle::swiglu(g.data(), u.data(), M * N, ref.data());
   std::vector<double> bound(ref.size());
@@ -56,19 +61,23 @@ void check_silu_mul(int64_t M, int64_t N, const npu::DeviceSpec& spec) {
   EXPECT_TRUE(test::within(test::to_f64(run.outputs.at(0)), test::to_f64(ref), bound));
 }
 
-class ElementwiseBuilders : public ::testing::TestWithParam<const char*> {};
+// (device preset, row-major activation layout)
+class ElementwiseBuilders : public ::testing::TestWithParam<std::tuple<const char*, bool>> {};
 
 TEST_P(ElementwiseBuilders, RaggedShapesMatchOracle) {
-  auto spec = npu::DeviceSpec::preset(GetParam());
+  auto spec = npu::DeviceSpec::preset(std::get<0>(GetParam()));
+  const TileOptions t =
+      std::get<1>(GetParam()) ? TileOptions{{kRowMajorTile, 1}} : TileOptions{};
   for (auto [M, N] : {std::pair<int64_t, int64_t>{1, 576}, {17, 896}, {3, 11008}, {67, 1000}}) {
-    check_add("residual_add", M, N, spec);
-    check_silu_mul(M, N, spec);
+    check_add("residual_add", M, N, spec, t);
+    check_silu_mul(M, N, spec, t);
   }
   for (auto [M, N] : {std::pair<int64_t, int64_t>{1, 1536}, {17, 256}, {45, 130}})
-    check_add("bias_add", M, N, spec);
+    check_add("bias_add", M, N, spec, t);
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, ElementwiseBuilders, ::testing::Values("xdna2", "xdna1"));
+INSTANTIATE_TEST_SUITE_P(Devices, ElementwiseBuilders,
+                         ::testing::Combine(::testing::Values("xdna2", "xdna1"), ::testing::Bool()));
 
 TEST(ElementwiseBuilders, LargeActivationKeepsObjectsLarge) {
   auto spec = npu::DeviceSpec::preset("xdna2-sourced");

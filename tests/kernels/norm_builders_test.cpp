@@ -1,12 +1,15 @@
 // rmsnorm / head_rmsnorm builders: ragged shapes on the simulator against
 // oracle::rms_norm with the bf16 bound of the kernel test (one output rounding
 // plus fp32 sum-of-squares), both device presets; every preset's shapes build,
-// validate and have a timing estimate at seq 1, 17 and 2048.
+// validate and have a timing estimate at seq 1, 17 and 2048. The ragged
+// sweeps run in both activation layouts (blocked, and kRowMajorTile).
 #include <cmath>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.h"
+#include "tessera/kernels/activation_layout.h"
 #include "tessera/kernels/op_builder.h"
 #include "tessera/model/config.h"
 #include "tessera/npu/timing.h"
@@ -27,14 +30,14 @@ std::vector<float> bf16_values(size_t n, uint32_t seed) {
 
 // Normalises rows of n values of x; bound |ref| (u_bf16 + (n/2 + 8) u_32).
 void check_norm(const std::string& op, int64_t M, int64_t heads, int64_t n,
-                const npu::DeviceSpec& spec) {
+                const npu::DeviceSpec& spec, const TileOptions& tiles = {}) {
   SCOPED_TRACE(fmt::format("{} M={} heads={} n={} on {}", op, M, heads, n, spec.name));
   const double eps = 1e-5;
   OpShape shape = op == "rmsnorm"
                       ? OpShape{op, {{"M", M}, {"H", n}}, {{"eps", eps}}}
                       : OpShape{op, {{"M", M}, {"heads", heads}, {"head_dim", n}}, {{"eps", eps}}};
   const int64_t cols = op == "rmsnorm" ? n : heads * n;
-  BuiltOp built = op_builder(op).build(shape, spec);
+  BuiltOp built = op_builder(op).build(shape, spec, tiles);
   auto x = bf16_values(static_cast<size_t>(M * cols), 3);
   auto w = bf16_values(static_cast<size_t>(n), 4);
   OpRun run = run_op(built, {x, w}, spec);
@@ -46,22 +49,36 @@ void check_norm(const std::string& op, int64_t M, int64_t heads, int64_t n,
   EXPECT_TRUE(test::within(test::to_f64(run.outputs.at(0)), test::to_f64(ref), bound));
 }
 
-class NormBuilders : public ::testing::TestWithParam<const char*> {};
+// (device preset, row-major activation layout)
+class NormBuilders : public ::testing::TestWithParam<std::tuple<const char*, bool>> {
+ protected:
+  npu::DeviceSpec spec = npu::DeviceSpec::preset(std::get<0>(GetParam()));
+  bool rowmajor = std::get<1>(GetParam());
+  TileOptions tiles() const { return rowmajor ? TileOptions{{kRowMajorTile, 1}} : TileOptions{}; }
+};
 
 TEST_P(NormBuilders, RmsnormRaggedRowsMatchOracle) {
-  auto spec = npu::DeviceSpec::preset(GetParam());
   for (auto [M, H] : {std::pair<int64_t, int64_t>{1, 576}, {17, 960}, {45, 64}, {130, 2048}})
-    check_norm("rmsnorm", M, 1, H, spec);
+    check_norm("rmsnorm", M, 1, H, spec, tiles());
 }
 
 TEST_P(NormBuilders, HeadRmsnormOddHeadsMatchOracle) {
-  auto spec = npu::DeviceSpec::preset(GetParam());
   for (auto [M, heads, hd] : {std::tuple<int64_t, int64_t, int64_t>{1, 14, 128}, {17, 9, 64},
                               {70, 2, 128}})
-    check_norm("head_rmsnorm", M, heads, hd, spec);
+    check_norm("head_rmsnorm", M, heads, hd, spec, tiles());
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, NormBuilders, ::testing::Values("xdna2", "xdna1"));
+INSTANTIATE_TEST_SUITE_P(Devices, NormBuilders,
+                         ::testing::Combine(::testing::Values("xdna2", "xdna1"), ::testing::Bool()));
+
+// rope splits a row over the tiles of a column (heads mode) with a side
+// table: the row-major variant refuses it rather than pad.
+TEST(NormBuilders, RowMajorRefusesRopeHeadsMode) {
+  auto spec = npu::DeviceSpec::preset("xdna2");
+  OpShape s{"rope", {{"M", 17}, {"heads", 4}, {"head_dim", 64}}, {}};
+  EXPECT_NO_THROW(op_builder("rope").build(s, spec));
+  EXPECT_THROW(op_builder("rope").build(s, spec, {{kRowMajorTile, 1}}), LimitError);
+}
 
 TEST(NormBuilders, UsesManyTilesForLongInputs) {
   auto spec = npu::DeviceSpec::preset("xdna2-sourced");

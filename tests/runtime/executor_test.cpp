@@ -11,6 +11,7 @@
 #include "host_ops.h"
 #include "runtime_fixture.h"
 #include "tessera/core/error.h"
+#include "tessera/kernels/activation_layout.h"
 #include "tessera/kernels/op_builder.h"
 #include "tessera/oracle/rope.h"
 #include "tessera/oracle/taps.h"
@@ -147,6 +148,37 @@ TEST_P(ExecutorPreset, StylesAgreeBitwisePrefillAndDecode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, ExecutorPreset, ::testing::Values("tiny", "tiny-qwen3"));
+
+// Row-major hand-offs (align-layouts) change where the bytes live, not what
+// is computed: with re-layout priced out of reach every builder that can goes
+// row-major (the gemm's y too), the executor passes those bytes on as they
+// are, and every value equals the blocked plan's bit for bit.
+TEST(Executor, RowMajorHandOffsAgreeBitwiseWithBlocked) {
+  const TinyModel& m = testing::tiny("tiny-qwen3");
+  const int64_t S = 64;  // gemm linears, whole steps of rows
+  const auto tokens = testing::prompt_tokens(S, m.config.vocab_size, 2);
+  compiler::PlanOptions o;
+  o.disabled = {"align-layouts"};
+  const Plan blocked = compiler::lower(m.config, S, 0, *m.cache, o);
+  o.disabled = {};
+  o.host.bytes_per_second = 1e6;
+  const Plan aligned = compiler::lower(m.config, S, 0, *m.cache, o);
+  std::set<std::string> rowmajor_ops;
+  for (const auto& s : aligned.steps)
+    for (const auto& l : s.launches)
+      for (const char* key : {kernels::kRowMajorTile, kernels::kRowMajorOutTile})
+        if (l.tiles.count(key)) rowmajor_ops.insert(l.shape.op);
+  EXPECT_TRUE(rowmajor_ops.count("linear") && rowmajor_ops.count("rmsnorm") &&
+              rowmajor_ops.count("residual_add"));
+  Executor exec(m.spec, *m.packed);
+  const ExecResult a = exec.run(blocked, host_inputs(m, tokens, 0));
+  const ExecResult b = exec.run(aligned, host_inputs(m, tokens, 0));
+  ASSERT_EQ(a.values.size(), b.values.size());
+  for (const auto& [name, values] : a.values) {
+    ASSERT_TRUE(b.values.count(name)) << name;
+    EXPECT_TRUE(values == b.values.at(name)) << name << " differs in the row-major plan";
+  }
+}
 
 // The host ops against kernels::run_op on the same inputs, on edge cases the
 // model runs may not hit: ids 0 and V-1 and repeats, a cache whose values are

@@ -140,6 +140,10 @@ void add_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& sp
     npu::AccessPattern wp;
     wp.repeat = p.panel ? 1 : steps;  // the column's weights once per launch / per M step
     l.sequence.push_back(b::to_device(fmt::format("w{}", c), w_host(c), wp));
+    if (p.rowmajor_y) {
+      add_rowmajor_y(l, p, spec, c, s0, steps);
+      continue;
+    }
     l.sequence.push_back(b::from_device(
         fmt::format("y{}", c), y_host(c),
         span_pattern(s0 * y_step, steps * y_step, p.S * y_step, 1, spec, "linear y")));
@@ -151,15 +155,30 @@ npu::Design make_design(const LinearPlan& p, const npu::DeviceSpec& spec) {
   npu::Design d;
   d.name = fmt::format("linear_M{}_K{}_N{}_gemm_{}x{}x{}{}", p.M, p.K, p.N, p.m, p.k, p.n,
                        p.panel ? "_l2panel" : "");
-  for (int r = 0; r < p.Rm(); ++r) d.host_buffers.push_back({x_host(r), p.S * p.kb * p.m * p.k * 2, 2});
+  if (p.rowmajor) {
+    d.name += "_rowmajor";
+    d.host_buffers.push_back({"x_rows", p.M * p.K * 2, 2});
+  }
+  if (p.y_rows()) {
+    d.name += p.rowmajor ? "" : "_rowmajor_y";
+    d.host_buffers.push_back({"y_rows", p.M * p.N * 2, 2});
+  }
+  for (int r = 0; r < p.Rm() && !p.rowmajor; ++r)
+    d.host_buffers.push_back({x_host(r), p.S * p.kb * p.m * p.k * 2, 2});
   for (int c = 0; c < p.C; ++c) {
     d.host_buffers.push_back({w_host(c), p.NB * p.kb * p.n * p.k * 2, 2});
-    d.host_buffers.push_back({y_host(c), p.S * p.NB * p.R * p.m * p.n * 2, 2});
+    if (!p.y_rows()) d.host_buffers.push_back({y_host(c), p.S * p.NB * p.R * p.m * p.n * 2, 2});
   }
   add_linear_launches(d, p, [&](npu::Launch& l, int64_t s0, int64_t steps) {
     add_fifos(l, p, spec, steps);
     add_cores(l, p, spec, steps);
-    add_sequence(l, p, spec, s0, steps);
+    if (!p.rowmajor) return add_sequence(l, p, spec, s0, steps);
+    add_rowmajor_sequence(l, p, spec, s0, steps);
+    for (int c = 0; c < p.C; ++c) {
+      npu::AccessPattern wp;
+      wp.repeat = steps;  // no panel: the column's weights once per M step
+      l.sequence.push_back(b::to_device(fmt::format("w{}", c), w_host(c), wp));
+    }
   });
   return d;
 }
@@ -172,11 +191,17 @@ void put_row(const float* src_row, int64_t col0, int64_t len, int64_t cols, bf16
 
 void pack_x(const LinearPlan& p, const npu::Design& d, std::span<const float> x,
             npu::HostMemory& host) {
+  if (p.rowmajor) {
+    bf16* dst = host_bf16(d, "x_rows", host);
+    for (size_t i = 0; i < x.size(); ++i) dst[i] = f32_to_bf16(x[i]);
+    return;
+  }
   for (int r = 0; r < p.Rm(); ++r) {
     bf16* dst = host_bf16(d, x_host(r), host);
     for (int64_t s = 0; s < p.S; ++s)
       for (int64_t i = 0; i < p.m; ++i) {
-        int64_t row = (s * p.Rm() + r) * p.m + i;
+        // Row-major y re-reads the last whole rows: x feeds those rows too.
+        int64_t row = p.rowmajor_y ? rowmajor_step_row(p, s) + r * p.m + i : (s * p.Rm() + r) * p.m + i;
         if (row >= p.M) continue;
         for (int64_t j = 0; j < p.kb && j * p.k < p.K; ++j)
           put_row(x.data() + row * p.K, j * p.k, p.k, p.K, dst + ((s * p.kb + j) * p.m + i) * p.k);
@@ -212,6 +237,11 @@ std::vector<float> unpack_y(const LinearPlan& p, const npu::Design& d,
                             const npu::HostMemory& host) {
   if (!p.gemm) return unpack_gemv_y(p, d, host);
   std::vector<float> y(static_cast<size_t>(p.M * p.N));
+  if (p.y_rows()) {
+    const bf16* src = host_bf16(d, "y_rows", host);
+    for (size_t i = 0; i < y.size(); ++i) y[i] = bf16_to_f32(src[i]);
+    return y;
+  }
   for (int c = 0; c < p.C; ++c) {
     const bf16* src = host_bf16(d, y_host(c), host);
     for (int64_t s = 0; s < p.S; ++s)
@@ -247,18 +277,25 @@ class LinearBuilder : public OpBuilder {
 
 void add_linear_launches(npu::Design& d, const LinearPlan& p,
                          const std::function<void(npu::Launch&, int64_t, int64_t)>& fill) {
-  for (int64_t s0 = 0; s0 < p.S; s0 += p.s_per_launch) {
+  // A re-read last step (row-major y, ragged M) rewrites rows of the step
+  // before it: in the panel order its rows would not continue the launch's.
+  const bool tail_alone = p.panel && p.rowmajor_y && p.S > 1 && p.M % (int64_t{p.R} * p.m) != 0;
+  const int64_t body = tail_alone ? p.S - 1 : p.S;
+  auto launch = [&](int64_t s0, int64_t steps) {
     npu::Launch l;
     l.name = fmt::format("linear_s{}", s0);
-    fill(l, s0, std::min(p.s_per_launch, p.S - s0));
+    fill(l, s0, steps);
     d.launches.push_back(std::move(l));
-  }
+  };
+  for (int64_t s0 = 0; s0 < body; s0 += p.s_per_launch) launch(s0, std::min(p.s_per_launch, body - s0));
+  if (tail_alone) launch(p.S - 1, 1);
 }
 
 BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec, const TileOptions& tiles) {
   const int64_t M = shape.dim("M"), K = shape.dim("K"), N = shape.dim("N");
   check_tile_keys(shape.key(), tiles,
-                  {"gemm", "m", "k", "n", "columns", "rows", "streams", "x_resident", "panel"});
+                  {"gemm", "m", "k", "n", "columns", "rows", "streams", "x_resident", "panel",
+                   kRowMajorTile, kRowMajorOutTile});
   LinearPlan p = plan_linear(M, K, N, spec, tiles);
   BuiltOp out;
   out.shape = shape;
@@ -269,6 +306,8 @@ BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec, const Ti
   out.tiles = {{"gemm", p.gemm ? 1 : 0}, {"m", p.m}, {"k", p.k}, {"n", p.n},
                {"columns", p.C}, {"rows", p.R}};
   if (p.gemm) out.tiles["panel"] = p.panel ? 1 : 0;
+  if (p.rowmajor) out.tiles[kRowMajorTile] = 1;
+  if (p.rowmajor_y) out.tiles[kRowMajorOutTile] = 1;
   if (!p.gemm) {
     out.tiles["streams"] = p.streams_per_column;
     out.tiles["x_resident"] = p.x_resident ? 1 : 0;

@@ -116,6 +116,10 @@ void plan_gemv(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::D
 
 void plan_gemm(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::DeviceSpec& spec) {
   p.m = opt(t, "m", std::min(kGemmEdge, round_up(ceil_div(p.M, p.R), 4)));
+  // A row-major y re-reads whole rows instead of padding: one step of R * m
+  // rows must fit M (m does not change the W layout).
+  if ((p.rowmajor || p.rowmajor_y) && !t.count("m") && p.R * p.m > p.M)
+    p.m = std::max<int64_t>(4, p.M / p.R / 4 * 4);
   p.n = opt(t, "n", std::min(kGemmEdge, round_up(ceil_div(p.N, p.C), 4)));
   const int64_t q = k_quantum(p.K);
   if (t.count("k")) {
@@ -179,8 +183,12 @@ LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& s
     throw_error<LimitError>("linear M={} K={} N={}: the gemm dataflow feeds compute row r from "
                             "shim r and needs rows {} <= columns {}", M, K, N, p.R, p.C);
   const int64_t budget = spec.compute.memory_bytes;
+  p.rowmajor = opt(tiles, kRowMajorTile, 0) != 0;
+  p.rowmajor_y = !p.rowmajor && opt(tiles, kRowMajorOutTile, 0) != 0;
+  TileOptions t = tiles;
+  if (p.rowmajor) t.try_emplace("panel", 0);
   if (p.gemm)
-    plan_gemm(p, tiles, budget, spec);
+    plan_gemm(p, t, budget, spec);
   else
     plan_gemv(p, tiles, budget, spec);
   if (p.m < 1 || p.k < 1 || p.n < 1 || p.l1_bytes() > budget)
@@ -188,6 +196,23 @@ LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& s
   // Shim BDs on an x shim: its W tasks and a y task per launch, plus x tasks
   // (one for a resident x, else one per M step and 255 repeats of it).
   const int64_t w_tasks = p.gemm ? 1 : p.streams_in(0);
+  if (p.rowmajor) {  // x and y tasks per M step on every x shim, W once
+    check_linear_rowmajor(p, spec);
+    p.s_per_launch = std::min({p.S, spec.bd_max_repeat,
+                               (spec.shim.buffer_descriptors - w_tasks) /
+                                   rowmajor_tasks_per_step(p, spec)});
+    if (p.s_per_launch < 1) no_fit(p, spec, "one row-major M step needs more shim BDs than the spec has");
+    return p;
+  }
+  if (p.rowmajor_y) check_linear_rowmajor(p, spec);
+  if (p.panel && p.rowmajor_y) {  // y's rows of a launch are one BD dim
+    const int64_t fit = spec.bd_max_size / (int64_t{p.R} * p.m);
+    if (fit < 1) no_fit(p, spec, "one step's row-major y rows exceed a shim BD dimension");
+    if (ceil_div(p.NB, spec.bd_max_repeat) > spec.shim.buffer_descriptors - 2)
+      no_fit(p, spec, "one launch's x passes need more shim BDs than the spec has");
+    p.s_per_launch = std::min({p.S, spec.bd_max_repeat, fit});
+    return p;
+  }
   if (p.panel) {  // x: one task per 255 N blocks per launch; W once, y once
     if (ceil_div(p.NB, spec.bd_max_repeat) > spec.shim.buffer_descriptors - 2)
       no_fit(p, spec, "one launch's x passes need more shim BDs than the spec has");
@@ -197,6 +222,8 @@ LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& s
   const int64_t x_per_s = p.x_resident ? 0 : ceil_div(p.NB, spec.bd_max_repeat);
   const int64_t free_bds = spec.shim.buffer_descriptors - w_tasks - 1 - (p.x_resident ? 1 : 0);
   p.s_per_launch = x_per_s == 0 ? p.S : free_bds / x_per_s;
+  if (p.rowmajor_y)  // and a y task per step (each writes its own rows)
+    p.s_per_launch = (spec.shim.buffer_descriptors - w_tasks) / (std::max<int64_t>(x_per_s, 1) + 1);
   p.s_per_launch = std::min({p.s_per_launch, p.S, spec.bd_max_repeat});
   if (p.s_per_launch < 1) no_fit(p, spec, "one M step needs more shim BDs than the spec has");
   return p;

@@ -161,8 +161,39 @@ std::vector<CoreOp> core_program(const RowwiseSpec& s, const RowwisePlan& p, int
 
 }  // namespace
 
+namespace {
+
+// The row-major variant: the blocked variant's fifos, links and programs per
+// launch of at most rowmajor_steps_per_launch M steps, the shim tasks cutting
+// the objects out of the row-major buffers (rowwise_rowmajor.cpp).
+npu::Design make_rowmajor_design(const RowwiseSpec& s, const RowwisePlan& p,
+                                 const npu::DeviceSpec& spec) {
+  npu::Design d;
+  d.name = fmt::format("{}_{}x{}_m{}_S{}_rowmajor", s.kernel, p.C, p.R, p.m, p.S);
+  if (s.const_elems) d.host_buffers.push_back({"w", s.const_elems * 2, 2});
+  for (int i = 0; i < s.P; ++i) d.host_buffers.push_back({rowmajor_in(i), s.numel * 2, 2});
+  d.host_buffers.push_back({"y_rows", s.numel * 2, 2});
+  const int64_t per = rowmajor_steps_per_launch(s, p, spec);
+  for (int64_t s0 = 0; s0 < p.S; s0 += per) {
+    RowwisePlan q = p;
+    q.S = std::min(per, p.S - s0);
+    npu::Launch l;
+    l.name = fmt::format("{}_s{}", s.kernel, s0);
+    add_fifos(l, s, q, spec);
+    if (s.const_elems) l.sequence.push_back(b::to_device("w", "w"));
+    add_rowmajor_io(l, s, p, spec, s0, q.S);
+    for (int c = 0; c < q.C; ++c)
+      for (int r = 0; r < q.R; ++r) l.cores.push_back({core(spec, c, r), core_program(s, q, c, r)});
+    d.launches.push_back(std::move(l));
+  }
+  return d;
+}
+
+}  // namespace
+
 npu::Design make_rowwise_design(const RowwiseSpec& s, const RowwisePlan& p,
                                 const npu::DeviceSpec& spec) {
+  if (s.rowmajor) return make_rowmajor_design(s, p, spec);
   npu::Design d;
   d.name = fmt::format("{}_{}x{}_m{}_S{}", s.kernel, p.C, p.R, p.m, p.S);
   const int64_t col_elems = p.S * p.R * p.m * p.wt;  // one column's out elements
@@ -234,13 +265,20 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
                       std::vector<RowwiseInput> roles, OpTensor output) {
   auto p = std::make_shared<RowwisePlan>(plan_rowwise(s, spec, tiles));
   auto sp = std::make_shared<RowwiseSpec>(s);
+  // Row-major streams cost no more than blocked ones: the output-only
+  // request is served by the whole row-major variant.
+  for (const char* key : {kRowMajorTile, kRowMajorOutTile}) {
+    auto rm = tiles.find(key);
+    sp->rowmajor = sp->rowmajor || (rm != tiles.end() && rm->second != 0);
+  }
   BuiltOp out;
   out.shape = shape;
-  out.design = make_rowwise_design(s, *p, spec);
+  out.design = make_rowwise_design(*sp, *p, spec);
   validate_design(out.design, spec);
   out.inputs = inputs;
   out.outputs = {output};
   out.tiles = {{"m", p->m}, {"columns", p->C}, {"rows", p->R}, {"steps", p->S}};
+  if (sp->rowmajor) out.tiles[kRowMajorTile] = 1;
   auto d = std::make_shared<npu::Design>(out.design);
   std::string key = shape.key();
   out.pack = [p, sp, d, roles, inputs, key](size_t input, std::span<const float> v,
@@ -283,6 +321,11 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
       }
       return;
     }
+    if (rs.rowmajor) {
+      bf16* dst = host_bf16(*d, rowmajor_in(role.index), host);
+      for (size_t i = 0; i < v.size(); ++i) dst[i] = f32_to_bf16(v[i]);
+      return;
+    }
     const int64_t shift = role.index * pl.R * pl.m * pl.wt;  // stream p's objects
     for (int c = 0; c < pl.C; ++c) {
       bf16* dst = host_bf16(*d, fmt::format("in_c{}", c), host);
@@ -296,8 +339,8 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
     const RowwisePlan& pl = *p;
     const RowwiseSpec& rs = *sp;
     std::vector<float> y(static_cast<size_t>(out_numel));
-    if (!rs.out_host.empty()) {
-      const bf16* o = host_bf16(*d, rs.out_host, host);
+    if (!rs.out_host.empty() || rs.rowmajor) {
+      const bf16* o = host_bf16(*d, rs.rowmajor ? std::string("y_rows") : rs.out_host, host);
       for (int64_t i = 0; i < out_numel; ++i) y[i] = bf16_to_f32(o[i]);
       return y;
     }

@@ -9,6 +9,12 @@
 //   place          one step per graph node: NPU dispatch or host step (style)
 //   build          every NPU launch's design built (DesignCache), its timing,
 //                  weight and activation layout keys
+//   align-layouts  the producer writes the layout its readers read: for each
+//                  activation whose producer and readers are all NPU launches,
+//                  they are rebuilt in the row-major layout (kernels/
+//                  activation_layout.h) when every one can be and the plan's
+//                  predicted time drops (greedy, in plan order), so the edge
+//                  is charged no re-layout and fuse may merge across it
 //   fuse           merges consecutive NPU steps of one layer into one multi-
 //                  launch dispatch wherever every value passed inside it is
 //                  already in the layout its reader wants (a dispatch cannot
@@ -33,7 +39,8 @@ struct PassInfo {
   const char* what;
   // Rewrites the plan; returns what changed ("merged 24 launches into 8
   // dispatches"). `bug`: the pass's planted bug (tests, deploy --plant-bug):
-  // fuse merges across layout mismatches, reuse-buffers ignores liveness.
+  // fuse merges across layout mismatches, reuse-buffers ignores liveness,
+  // align-layouts rebuilds a producer row-major without its readers.
   std::string (*run)(Plan& plan, DesignCache& cache, bool bug);
 };
 const std::vector<PassInfo>& pass_registry();  // canonical order

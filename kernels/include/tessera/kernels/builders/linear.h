@@ -31,6 +31,7 @@
 #include <span>
 #include <vector>
 
+#include "tessera/kernels/activation_layout.h"
 #include "tessera/kernels/op_builder.h"
 
 namespace tessera::kernels {
@@ -49,6 +50,14 @@ struct LinearPlan {
   // re-sent to the cores for every M step of the launch (W crosses DDR once
   // per launch instead of once per M step).
   bool panel = false;
+  // kRowMajorTile (gemm only): x and y in one row-major buffer each, the
+  // blocks cut by the shim tasks (linear_rowmajor.cpp); M steps past the
+  // end re-read the last R * m rows and write them back unchanged.
+  bool rowmajor = false;
+  // kRowMajorOutTile (gemm only): y alone row-major, x blocked, the weight
+  // panel kept (y leaves per launch as N blocks x the launch's rows).
+  bool rowmajor_y = false;
+  bool y_rows() const { return rowmajor || rowmajor_y; }
   // gemv: weight streams per column (column 0 gives one channel to x) and
   // the tiles each stream feeds.
   int streams_per_column = 1;
@@ -66,7 +75,8 @@ struct LinearPlan {
 
 // TileOptions keys: "gemm" (0|1), "m", "k", "n", "columns", "rows", "streams"
 // (gemv weight streams per column), "x_resident" (gemv, 0|1), "panel" (gemm,
-// 0|1). Throws
+// 0|1; off by default with "rowmajor"), kRowMajorTile (0|1), kRowMajorOutTile
+// (0|1). Throws
 // LimitError naming the op, the shape and the limit when nothing fits.
 LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& spec,
                        const TileOptions& tiles = {});
@@ -82,6 +92,17 @@ std::vector<TileOptions> linear_tile_candidates(int64_t M, int64_t K, int64_t N,
 // One launch per s_per_launch M steps: fill(launch, first step, steps).
 void add_linear_launches(npu::Design& d, const LinearPlan& p,
                          const std::function<void(npu::Launch&, int64_t, int64_t)>& fill);
+
+// The row-major gemm variant (linear_rowmajor.cpp). Throws LimitError naming
+// the shape when the tiling cannot read x / write y without padding.
+void check_linear_rowmajor(const LinearPlan& p, const npu::DeviceSpec& spec);
+int64_t rowmajor_step_row(const LinearPlan& p, int64_t s);  // first row of M step s
+int64_t rowmajor_tasks_per_step(const LinearPlan& p, const npu::DeviceSpec& spec);
+void add_rowmajor_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec,
+                           int64_t s0, int64_t steps);
+// Column c's y tasks of steps [s0, s0 + steps) into "y_rows".
+void add_rowmajor_y(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec, int c,
+                    int64_t s0, int64_t steps);
 
 // The gemv dataflow's design and packing (linear_gemv.cpp).
 npu::Design make_gemv_design(const LinearPlan& p, const npu::DeviceSpec& spec);

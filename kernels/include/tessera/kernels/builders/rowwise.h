@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/kernels/activation_layout.h"
 #include "tessera/kernels/op_builder.h"
 
 namespace tessera::kernels {
@@ -43,6 +44,8 @@ struct RowwiseSpec {
   // out_rows rows) instead of per-column output buffers: zero-copy writes.
   std::string out_host;
   int64_t out_row0 = 0, out_rows = 0;
+  // kRowMajorTile: streams and output in one row-major buffer each (below).
+  bool rowmajor = false;
 };
 
 struct RowwisePlan {
@@ -58,6 +61,23 @@ RowwisePlan plan_rowwise(const RowwiseSpec& s, const npu::DeviceSpec& spec,
                          const TileOptions& tiles);
 npu::Design make_rowwise_design(const RowwiseSpec& s, const RowwisePlan& p,
                                 const npu::DeviceSpec& spec);
+
+// The canonical (row-major) variant, rowwise_rowmajor.cpp: stream p lives in
+// host buffer rowmajor_in(p), the output in "y_rows", each exactly numel
+// bf16. Object (c, s) of a column (R blocks of m rows, contiguous in the flat
+// view) starts at min(((c * S + s) * R * m) * wt, numel - object): objects past
+// the end re-read the last whole object and write back the same values, so
+// there is no padding and no garbage. Throws LimitError for heads mode, side
+// tables, zero-copy outputs, or a tensor smaller than one object.
+// Several streams alternate object by object in one fifo, a shim task each,
+// so the steps are split over launches that fit the shim's BDs.
+std::string rowmajor_in(int p);
+void check_rowmajor(const RowwiseSpec& s, const RowwisePlan& p);
+int64_t rowmajor_steps_per_launch(const RowwiseSpec& s, const RowwisePlan& p,
+                                  const npu::DeviceSpec& spec);
+// The shim tasks of steps [s0, s0 + steps) of every column (p: the whole plan).
+void add_rowmajor_io(npu::Launch& l, const RowwiseSpec& s, const RowwisePlan& p,
+                     const npu::DeviceSpec& spec, int64_t s0, int64_t steps);
 
 // How a logical input reaches the design.
 struct RowwiseInput {
