@@ -2,6 +2,7 @@
 // Session on a deployment directory. The deployment is opened and verified
 // exactly as `tessera run` does; requests take turns on the one modelled NPU in
 // arrival order. SIGINT / SIGTERM stop it cleanly.
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -9,7 +10,7 @@
 #include <optional>
 #include <thread>
 
-#include <pthread.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -23,6 +24,13 @@
 namespace {
 
 namespace fs = std::filesystem;
+
+int g_stop_pipe[2] = {-1, -1};
+
+extern "C" void on_signal(int) {
+  const char c = 's';
+  [[maybe_unused]] const ssize_t n = write(g_stop_pipe[1], &c, 1);  // async-signal-safe
+}
 
 struct ServeArgs {
   std::string dir, bucket = "exact", model_name;
@@ -57,17 +65,20 @@ int run(const ServeArgs& a) {
   serve::Engine engine(std::move(d), std::move(tmpl), no_chat, id, eo);
   serve::Server server(engine, a.server);
 
-  // Signals go to one waiting thread (blocked everywhere else, including the
-  // server's pool threads, which inherit this mask), which stops the server.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // SIGINT / SIGTERM may land on any thread (OpenBLAS and the executor
+  // start their own), so the handler only writes to a pipe; one thread
+  // waits on it and stops the server outside signal context.
+  if (pipe(g_stop_pipe) != 0) throw_error<InternalError>("serve: cannot create a pipe");
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
   const int port = server.bind();
   std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&set, &sig);
+    char c = 0;
+    while (read(g_stop_pipe[0], &c, 1) < 0 && errno == EINTR) {
+    }
     server.stop();
   });
   std::printf("tessera serve: %s on http://%s:%d (context %lld tokens; POST /v1/chat/completions, "
@@ -75,7 +86,7 @@ int run(const ServeArgs& a) {
               id.c_str(), a.server.host.c_str(), port, static_cast<long long>(engine.context()));
   std::fflush(stdout);
   server.listen();
-  pthread_kill(waiter.native_handle(), SIGTERM);  // wakes the waiter if listen ended on its own
+  on_signal(0);  // wakes the waiter if listen ended on its own
   waiter.join();
   std::printf("tessera serve: stopped\n");
   return 0;

@@ -48,7 +48,7 @@ url="http://127.0.0.1:$port"
 
 # check FILE PYTHON-EXPR: the JSON in FILE satisfies EXPR (j is the document).
 check() {
-  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)' "$1" "$2" ||
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if eval("(" + sys.argv[2] + ")") else 1)' "$1" "$2" ||
     fail "$2 does not hold for $(cat "$1")"
 }
 post() {  # post PATH BODY OUT: prints the HTTP status
@@ -58,13 +58,13 @@ post() {  # post PATH BODY OUT: prints the HTTP status
 [ "$(curl -s -o "$tmp/h.json" -w '%{http_code}' "$url/health")" = 200 ] || fail "/health"
 check "$tmp/h.json" 'j["status"] == "ok"'
 curl -s "$url/v1/models" > "$tmp/models.json" || fail "/v1/models"
-check "$tmp/models.json" 'j["object"] == "list" and j["data"][0]["id"] == "tiny"'
+check "$tmp/models.json" 'j["object"] == "list" and j["data"][0]["id"] == "m"'
 
 usage='j["usage"]["total_tokens"] == j["usage"]["prompt_tokens"] + j["usage"]["completion_tokens"] > 0
   and j["tessera"]["npu_predicted_prefill_ms"] > 0'
 
 # Non-streaming, both endpoints.
-code=$(post /v1/chat/completions '{"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":8,"temperature":0}' "$tmp/c.json")
+code=$(post /v1/chat/completions '{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":8,"temperature":0}' "$tmp/c.json")
 [ "$code" = 200 ] || fail "chat: HTTP $code $(cat "$tmp/c.json")"
 check "$tmp/c.json" 'j["object"] == "chat.completion" and j["choices"][0]["message"]["role"] == "assistant"
   and 1 <= j["usage"]["completion_tokens"] <= 8 and j["choices"][0]["finish_reason"] in ("stop", "length")'
