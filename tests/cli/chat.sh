@@ -47,6 +47,16 @@ grep '^\[turn ' "$tmp/err.txt" | sed -n 2p | grep -q "prefilled again" && fail "
 printf 'hi\n' | "$bin" chat "$d" -n 2 > /dev/null 2> "$tmp/eof.err" || fail "EOF: exit $?"
 grep -c '^\[turn ' "$tmp/eof.err" | grep -qx 1 || fail "EOF run: $(cat "$tmp/eof.err")"
 
+# The template is a recorded artifact: a changed source template redoes phase 0
+# (the deployment's copy follows it), and a hand-edited copy is refused.
+sed -i 's/<|im_start|>assistant/<|im_start|>assistant /' "$tmp/m/tokenizer_config.json"
+"$bin" deploy -m "$tmp/m" --out "$d" --seq 9 --tokens 4 > "$tmp/redo.txt" 2> /dev/null || fail "redeploy exited $?"
+grep -q "^phase 0 oracle *passed" "$tmp/redo.txt" || fail "phase 0 not redone for a changed template: $(cat "$tmp/redo.txt")"
+cmp -s "$tmp/m/tokenizer_config.json" "$d/model/tokenizer_config.json" || fail "the deployment kept the old template"
+echo ' ' >> "$d/model/tokenizer_config.json"
+printf 'hi\n' | "$bin" chat "$d" > /dev/null 2> "$tmp/t.err"; rc=$?
+[ "$rc" = 3 ] && grep -q "model/tokenizer_config.json" "$tmp/t.err" || fail "edited template: exit $rc: $(cat "$tmp/t.err")"
+
 # No chat template: one line, bad input.
 printf 'hi\n' | "$bin" chat "$tmp/plain" > /dev/null 2> "$tmp/x.err"; rc=$?
 [ "$rc" = 3 ] || fail "chat without a template exited $rc, want 3: $(cat "$tmp/x.err")"
