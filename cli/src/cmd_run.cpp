@@ -5,20 +5,15 @@
 // wall time side by side, never one passed off as the other.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 #include "command.h"
-#include "tessera/compiler/packed_weights.h"
 #include "tessera/core/error.h"
-#include "tessera/core/log.h"
-#include "tessera/model/model_dir.h"
 #include "tessera/model/tokenizer.h"
-#include "tessera/pipeline/deployed_plan.h"
+#include "tessera/pipeline/deployment.h"
 #include "tessera/pipeline/manifest.h"
 #include "tessera/runtime/session.h"
 
@@ -33,22 +28,6 @@ struct RunArgs {
   tessera::runtime::SamplingOptions sampling;
 };
 
-// Every file `run` loads must be what deploy wrote and what the passed
-// phases were judged on (pipeline::check_deployment; manifest.h says what
-// this can and cannot catch).
-void verify(const fs::path& dir, const tessera::pipeline::Manifest& m) {
-  using namespace tessera;
-  if (m.phases.empty() && m.artifacts.empty())
-    throw_error<InputError>("run: {} is not a deployment (no manifest.json; run tessera deploy first)", dir.string());
-  const auto problems = pipeline::check_deployment(
-      dir, m, {"model/config.json", "model/tokenizer.json", "spec.json", "weights.safetensors", "plan_final.txt"});
-  if (!problems.empty())
-    throw_error<InputError>("run: {} cannot be trusted: {}{}; redeploy", dir.string(), problems.front(),
-                            problems.size() > 1 ? fmt::format(" (and {} more problems)", problems.size() - 1) : "");
-  if (!m.phases.count(6))
-    log_warn("{} has not passed phase 6 (integration): its output is not verified", dir.string());
-}
-
 std::string rate(double n, double s) { return s > 0 ? fmt::format("{:.1f} tok/s", n / s) : "n/a"; }
 
 int run(const RunArgs& a) {
@@ -57,28 +36,16 @@ int run(const RunArgs& a) {
   const auto bucket = runtime::parse_bucket_policy(a.bucket);
   const fs::path dir(a.dir);
   const pipeline::DirLock lock(dir, pipeline::DirLock::Mode::shared, "run");  // no deploy writing meanwhile
-  std::string problem;
-  const pipeline::Manifest m = pipeline::Manifest::load(dir, &problem);
-  if (!problem.empty()) throw_error<InputError>("run: {}: {}", dir.string(), problem);
-  verify(dir, m);
-  model::ModelConfig config = model::load_config(dir / "model/config.json");
-  const auto tok = model::load_tokenizer(dir / "model/tokenizer.json", config);
-  std::ifstream sj(dir / "spec.json");
-  const npu::DeviceSpec spec = npu::DeviceSpec::from_json(nlohmann::json::parse(sj));
-  auto weights = std::make_shared<compiler::PackedWeights>(compiler::PackedWeights::load(dir / "weights.safetensors"));
-  // config.json carries no name (load_config names it after its directory):
-  // the deployment's model name is the one its weights were packed under.
-  config.name = weights->model;
-  const std::vector<int32_t> prompt =
-      cli::encode_prompt(tok, a.prompt, a.chat, a.chat ? cli::deployment_chat_source(dir) : dir);
+  const pipeline::OpenedDeployment d = pipeline::open_deployment(dir, "run");
+  const auto& tok = d.tokenizer;
+  const auto& spec = d.spec;
+  const std::vector<int32_t> prompt = cli::encode_prompt(
+      tok, a.prompt, a.chat, a.chat ? pipeline::deployment_chat_source(dir, "run --chat") : dir);
   if (prompt.empty()) throw_error<UsageError>("run: the prompt encodes to no tokens");
 
-  // The plans phases 4-6 gated, not a fresh lowering with today's defaults.
-  compiler::DesignCache plan_cache(spec);
-  runtime::SessionOptions so =
-      pipeline::gated_session_options(pipeline::load_deployed_plans(dir, plan_cache), config, plan_cache);
+  runtime::SessionOptions so = d.session;  // the plans phases 4-6 gated
   so.bucket = bucket;
-  runtime::Session session(config, weights, spec, so);
+  runtime::Session session(d.config, d.weights, spec, so);
   runtime::GenerateOptions go;
   go.max_new_tokens = a.max_tokens;
   go.sampling = a.sampling;

@@ -261,6 +261,9 @@ std::vector<std::string> Context::underived(int phase) {
            "the source config.json and --layers");
     const fs::path tok = source_dir() / "tokenizer.json";
     expect("model/tokenizer.json", fs::exists(tok) ? sha256_file(tok) : "missing", "the source tokenizer.json");
+    const fs::path tc = source_dir() / "tokenizer_config.json";
+    expect("model/tokenizer_config.json", fs::exists(tc) ? sha256_file(tc) : "missing",
+           "the source tokenizer_config.json");
   }
   if (phase == 2) expect("spec.json", sha256_text(opts.spec.to_json().dump(2) + "\n"), "the device spec");
   return differ;

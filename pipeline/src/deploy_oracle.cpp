@@ -103,6 +103,16 @@ PhaseResult run_phase0(Context& ctx, std::vector<std::string>& artifacts) {
                                      ctx.source_dir().string()));
   }
 
+  // The chat template's source: recorded, so that run/chat/serve notice a
+  // changed template like any other changed artifact.
+  const fs::path tc = ctx.source_dir() / "tokenizer_config.json";
+  if (fs::exists(tc)) {
+    fs::copy_file(tc, ctx.out / "model/tokenizer_config.json", fs::copy_options::overwrite_existing);
+    artifacts.push_back("model/tokenizer_config.json");
+  } else {
+    fs::remove(ctx.out / "model/tokenizer_config.json");
+  }
+
   OracleRun run;
   run.prompt = ctx.opts.prompt.empty() ? gate_prompt(ctx.opts.seed, ctx.opts.gate_seq, ctx.config.vocab_size)
                                        : ctx.opts.prompt;
