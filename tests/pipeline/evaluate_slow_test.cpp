@@ -1,3 +1,5 @@
+// (A _slow_test: each case deploys and evaluates the tiny model, ~12 s in release;
+// the sanitizer run skips it, the release run keeps every planted case.)
 // Phase 7, the independent evaluator (evaluate.h), on the tiny preset: a good
 // deployment passes, and each planted defect fails with a check naming it even
 // when the forger recomputed manifest.json (every sha256, every phase's
