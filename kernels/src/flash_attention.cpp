@@ -50,7 +50,7 @@ void attend_row(const float* qf, const float* kf, const float* vf, int64_t n, co
     s[j] = exp_tile(s[j] - m_new);  // fp32 subtract, then the bf16 operand of exp
     psum += s[j];
   }
-  if (mutant_on(Mutant::attn_prob_truncate)) for (int64_t j = 0; j < n; ++j) s[j] = truncate_bf16(s[j]);
+  if (mutant_on(Mutant::attn_sum_skip_last) && n > 1) psum -= s[n - 1];
   l = l * alpha + psum;
   m = m_new;
   for (int64_t i = 0; i < d; ++i) o[i] *= alpha;
@@ -93,13 +93,12 @@ void attn_merge(float* a, const float* b, int64_t rows, int64_t head_dim) {
   for (int64_t r = 0; r < rows; ++r) {
     const float m = std::max(sa.m[r], sb.m[r]);
     if (m == kNegInf) continue;  // neither side saw a key yet
-    const float fa = exp_tile(sa.m[r] - m), fb = exp_tile(sb.m[r] - m);
+    const float fa = exp_tile(sa.m[r] - m), fb = exp_tile(sb.m[r] - m) * (mutant_on(Mutant::attn_merge_weight) ? 1.0078125f : 1.0f);
     sa.m[r] = m;
     sa.l[r] = sa.l[r] * fa + sb.l[r] * fb;
     float* oa = sa.o + r * head_dim;
     const float* ob = sb.o + r * head_dim;
     for (int64_t i = 0; i < head_dim; ++i) oa[i] = oa[i] * fa + ob[i] * fb;
-    if (mutant_on(Mutant::attn_merge_bf16)) for (int64_t i = 0; i < head_dim; ++i) oa[i] = round_bf16(oa[i]);
   }
 }
 

@@ -116,6 +116,7 @@ std::map<std::string, Threshold> block_thresholds(const compiler::Graph& g) {
     roundings[name] = gain * in_round + op.noise.elem_roundings + op.noise.row_roundings;
     Threshold t;
     t.noise = op.noise;
+    t.noise.exact_bf16 = false;  // exact only on bf16 inputs (phase 1), not after a path
     t.noise.row_roundings = gain * in_round + op.noise.row_roundings;
     t.op = n.shape.op;
     t.max_rel = std::sqrt(m2);

@@ -81,6 +81,7 @@ nlohmann::json to_json(const Metrics& m) {
     j["row_slope_z"] = num(m.row_slope_z);
     j["worst_slope_row"] = m.worst_slope_row;
     j["var_ratio"] = num(m.var_ratio);
+    j["bf16_mismatches"] = m.bf16_mismatches;
   }
   return j;
 }

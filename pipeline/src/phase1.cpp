@@ -312,6 +312,21 @@ Inputs large_score_inputs(const kernels::OpShape& s, Inputs in) {
   return in;
 }
 
+// The small-RMS probe of a norm: x scaled by a power of two (exact on bf16
+// values) until its mean square is about 16 eps, where eps moves the row scale
+// by ~3 %: a wrong epsilon, invisible at ordinary activation scales, is then
+// far outside the rounding noise.
+Inputs small_rms_inputs(const kernels::OpShape& s, Inputs in) {
+  const double eps = s.attr("eps", 1e-6);
+  double ss = 0;
+  for (float x : in[0]) ss += static_cast<double>(x) * x;
+  const double ms = ss / static_cast<double>(std::max<size_t>(in[0].size(), 1));
+  int shift = 0;
+  while (ms * std::ldexp(1.0, 2 * shift) > 16 * eps && shift > -64) --shift;
+  for (float& x : in[0]) x = std::ldexp(x, shift);
+  return in;
+}
+
 // Only layer 0 and the model-level tensors: per-layer shapes are identical.
 model::Weights first_layer(const model::ModelConfig& c1, const model::Weights& w) {
   model::Weights out;
@@ -375,12 +390,16 @@ Phase1Report run_phase1(const model::ModelConfig& config, const model::Weights& 
       KernelResult r = run_kernel(d.graph, u, fetch, spec, opts, lookup);
       r.phase = d.phase;
       rep.results.push_back(std::move(r));
-      if (u.shape.op != "attention_prefill" && u.shape.op != "attention_decode") continue;
-      KernelResult p = run_kernel(d.graph, u, [&] { return large_score_inputs(u.shape, fetch()); },
-                                  spec, opts, lookup);
+      const bool attention = u.shape.op == "attention_prefill" || u.shape.op == "attention_decode";
+      const bool norm = u.shape.op == "rmsnorm" || u.shape.op == "head_rmsnorm";
+      if (!attention && !norm) continue;
+      const char* tag = attention ? ":large-scores" : ":small-rms";
+      KernelResult p = run_kernel(d.graph, u, [&] {
+        return attention ? large_score_inputs(u.shape, fetch()) : small_rms_inputs(u.shape, fetch());
+      }, spec, opts, lookup);
       p.phase = d.phase;
-      p.node += ":large-scores";
-      for (auto& n : p.nodes) n += ":large-scores";
+      p.node += tag;
+      for (auto& n : p.nodes) n += tag;
       rep.results.push_back(std::move(p));
     }
   }

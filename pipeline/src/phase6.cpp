@@ -17,6 +17,7 @@
 #include "deploy_internal.h"
 #include "tessera/core/error.h"
 #include "tessera/pipeline/deploy_thresholds.h"
+#include "tessera/oracle/taps.h"
 #include "tessera/runtime/session.h"
 
 namespace tessera::pipeline::detail {
@@ -70,6 +71,28 @@ double tie_margin(const std::vector<float>& ref, const NoiseModel& nm) {
                   rule_value(rules, "margin_floor_u") * u * mx);
 }
 
+// Runtime-path coverage: the session's prefill computes the phase-2 prompt
+// through the same executor, host ops and session inputs (RoPE table, KV
+// buffers) `tessera run` uses; its layer-0 taps are gated like phase 2's, so a
+// runtime bug is caught at the op where it happens, not only in the logits.
+void session_tap_checks(Context& ctx, const runtime::Session& s, PhaseResult& r) {
+  model::ModelConfig c1 = ctx.config;
+  c1.num_layers = 1;
+  const auto limits = block_thresholds(compiler::build_graph(c1, ctx.seq(), 0));
+  const OracleRun& orc = ctx.oracle();
+  for (const auto& [key, got] : s.last_values()) {
+    auto ref = orc.taps.find(key);
+    auto lim = limits.find(key);
+    if (ref == orc.taps.end() || lim == limits.end()) continue;
+    // A bucketed prefill computes pad rows after the prompt's: compare the prompt's rows.
+    if (got.size() < ref->second.size()) continue;
+    const std::span<const float> rows(got.data(), ref->second.size());
+    NoiseModel nm = lim->second.noise;
+    nm.row_width = stat_row_width(lim->second.op, c1.head_dim, ref->second.size(), ctx.seq());
+    r.checks.push_back(make_check("session prefill " + key, compare(ref->second, rows, nm), lim->second));
+  }
+}
+
 }  // namespace
 
 PhaseResult run_phase6(Context& ctx, std::vector<std::string>&) {
@@ -81,8 +104,10 @@ PhaseResult run_phase6(Context& ctx, std::vector<std::string>&) {
   so.style = ctx.opts.style;
   so.prefill_passes = ctx.plan_options(false).passes;  // the plans phases 4 / 5 kept
   so.decode_passes = ctx.plan_options(true).passes;
+  for (const std::string& tap : oracle::layer_tap_names()) so.keep.insert("L0." + tap);
   runtime::Session s(ctx.config, ctx.packed(), ctx.opts.spec, so);
   std::vector<float> logits = s.prefill(orc.prompt);
+  session_tap_checks(ctx, s, r);
   const runtime::CallTiming prefill = s.last_timing();
   double dec_pred = 0, dec_host = 0;
   nlohmann::json ties = nlohmann::json::array(), npu_tokens = nlohmann::json::array();

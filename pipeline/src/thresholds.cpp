@@ -49,8 +49,10 @@ const std::vector<Threshold>& kernel_thresholds() {
       {"bias_add", 4 * u, u, 0.9999, 0.9999,
        "x, b and the sum each rounded once: <= u(|x| + |b| + |y|); with |x|, |b| of the order of "
        "max |y| that is ~3u. A missing bias (|b| ~ 0.3 |y|) is two orders above."
-       " Noise: the output rounding of an exact fp32 sum of two bf16 values.", {true, 1, 0, 0}},
-      {"residual_add", 4 * u, u, 0.9999, 0.9999, "as bias_add: three roundings of an add.", {true, 1, 0, 0}},
+       " Noise: the output rounding of an exact fp32 sum of two bf16 values, so the result is "
+       "bf16-exact: it must equal the RNE of the oracle's sum bit for bit.", {true, 1, 0, 0, true}},
+      {"residual_add", 4 * u, u, 0.9999, 0.9999, "as bias_add: three roundings of an add. Noise and "
+       "exactness as bias_add.", {true, 1, 0, 0, true}},
       {"silu_mul", 6 * u, 1.5 * u, 0.9999, 0.9999,
        "gate and up rounded (2u), exp through bf16 (silu_tile: <= u(1-s)), fp32 reciprocal, "
        "bf16 out (u): ~4u worst case per element."
@@ -138,6 +140,8 @@ std::string stat_failure(const Metrics& m, const std::string& name) {
                                                {"row_slope_z", m.row_slope_z}};
   for (const auto& [n, v] : zs)
     if (name == n) return fmt::format("|{}| {:.3g} > {:.3g}", n, v, stat_rule("z_limit"));
+  if (name == "bf16_exact")
+    return fmt::format("bf16_exact: {} of {} values differ from the RNE of the exact result", m.bf16_mismatches, m.count);
   if (name == "var_ratio")
     return fmt::format("var_ratio {:.3g} > {:.3g}", m.var_ratio, var_ratio_limit(m.count));
   return "";
@@ -159,6 +163,7 @@ std::vector<std::string> failed_metrics(const Metrics& m, const Threshold& t) {
   for (const auto& [name, v] : zs)
     if (!(std::fabs(v) <= z)) out.push_back(name);
   if (!(m.var_ratio <= var_ratio_limit(m.count))) out.push_back("var_ratio");
+  if (m.bf16_mismatches > 0) out.push_back("bf16_exact");
   return out;
 }
 

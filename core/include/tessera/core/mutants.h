@@ -24,13 +24,13 @@ enum class Mutant : uint8_t {
   head_rmsnorm_eps_x100,   // q/k head RMSNorm epsilon 100x too large
   rmsnorm_mean_n_minus_1,  // RMS over n - 1 instead of n (both norms)
   attn_mask_last_key,      // every query row misses its last visible key (when it has > 1)
-  attn_prob_truncate,      // probabilities truncated to bf16 before P.V (sum left exact)
-  attn_merge_bf16,         // merged partial attention outputs kept in bf16, not fp32
+  attn_sum_skip_last,      // the softmax sum of a key block misses its last key
+  attn_merge_weight,       // merging partial attention states weighs the second x(1 + 2^-7)
   residual_last_truncate,  // residual add: the last element truncated instead of RNE
   bias_scaled,             // bias added x(1 + 2^-6)
   rope_truncate,           // RoPE output truncated instead of RNE
-  embed_row_shift,         // embedding kernel: row 0 of a call gathers token id + 1
   // kernels/src/builders (design builders)
+  embed_row_shift,         // embedding design: token 0 of a call gathers row id + 1
   softmax_scale_prefill,   // prefill attention softmax scale x1.01
   softmax_scale_decode,    // decode attention softmax scale x1.01
   // runtime/src/executor.cpp, host_ops.cpp

@@ -26,6 +26,8 @@
 //   row_slope_z = the largest |slope_z| of a fit per row (rows that have their
 //                own scale: a norm's row, a token's activations)
 //   var_ratio  = sum (e_i - mean e)^2 / V           (1 for pure rounding noise)
+// slope_z, row_slope_z and mag_bias_z first subtract the second-order
+// shrinkage that noise entering a norm causes (stat_metrics.cpp).
 // A z of 0 with V = 0 means an exact op was exact; any error there is inf.
 #include <cstdint>
 #include <span>
@@ -39,6 +41,10 @@ struct NoiseModel {
   double elem_roundings = 0;
   double row_roundings = 0;
   int64_t row_width = 0;  // elements per row; 0 = the whole tensor is one row
+  // The op's bf16 result is determined exactly by its bf16 inputs (an add of
+  // two bf16 values is exact in fp32, then one RNE): got must equal
+  // round_bf16(ref) bit for bit. Counted in bf16_mismatches.
+  bool exact_bf16 = false;
 };
 
 struct Metrics {
@@ -57,6 +63,7 @@ struct Metrics {
   double row_slope_z = 0;  // signed, the row with the largest |z|
   int64_t worst_slope_row = -1;
   double var_ratio = 0;
+  int64_t bf16_mismatches = 0;  // with NoiseModel::exact_bf16
 };
 
 // Throws InternalError when the sizes differ (a harness bug, not a gate result).
