@@ -16,7 +16,7 @@ const std::vector<MutantInfo>& mutants() {
       {Mutant::rmsnorm_mean_n_minus_1, "rmsnorm_mean_n_minus_1", "kernels", "mean square over n - 1"},
       {Mutant::attn_mask_last_key, "attn_mask_last_key", "kernels", "each query misses its last visible key"},
       {Mutant::attn_sum_skip_last, "attn_sum_skip_last", "kernels", "softmax sum of a key block misses its last key"},
-      {Mutant::attn_merge_weight, "attn_merge_weight", "kernels", "second merged attention partial weighed x(1 + 2^-7)"},
+      {Mutant::attn_merge_weight, "attn_merge_weight", "kernels", "merged attention partial's output (not its sum) weighed x(1 + 2^-7)"},
       {Mutant::residual_last_truncate, "residual_last_truncate", "kernels", "residual add truncates its last element"},
       {Mutant::bias_scaled, "bias_scaled", "kernels", "bias added x(1 + 2^-6)"},
       {Mutant::rope_truncate, "rope_truncate", "kernels", "RoPE output truncated instead of RNE"},

@@ -93,12 +93,13 @@ void attn_merge(float* a, const float* b, int64_t rows, int64_t head_dim) {
   for (int64_t r = 0; r < rows; ++r) {
     const float m = std::max(sa.m[r], sb.m[r]);
     if (m == kNegInf) continue;  // neither side saw a key yet
-    const float fa = exp_tile(sa.m[r] - m), fb = exp_tile(sb.m[r] - m) * (mutant_on(Mutant::attn_merge_weight) ? 1.0078125f : 1.0f);
+    const float fa = exp_tile(sa.m[r] - m), fb = exp_tile(sb.m[r] - m);
     sa.m[r] = m;
     sa.l[r] = sa.l[r] * fa + sb.l[r] * fb;
     float* oa = sa.o + r * head_dim;
     const float* ob = sb.o + r * head_dim;
-    for (int64_t i = 0; i < head_dim; ++i) oa[i] = oa[i] * fa + ob[i] * fb;
+    const float fo = fb * (mutant_on(Mutant::attn_merge_weight) ? 1.0078125f : 1.0f);
+    for (int64_t i = 0; i < head_dim; ++i) oa[i] = oa[i] * fa + ob[i] * fo;
   }
 }
 

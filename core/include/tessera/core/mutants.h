@@ -25,7 +25,7 @@ enum class Mutant : uint8_t {
   rmsnorm_mean_n_minus_1,  // RMS over n - 1 instead of n (both norms)
   attn_mask_last_key,      // every query row misses its last visible key (when it has > 1)
   attn_sum_skip_last,      // the softmax sum of a key block misses its last key
-  attn_merge_weight,       // merging partial attention states weighs the second x(1 + 2^-7)
+  attn_merge_weight,       // merging partial attention states weighs the incoming output (not its sum) x(1 + 2^-7)
   residual_last_truncate,  // residual add: the last element truncated instead of RNE
   bias_scaled,             // bias added x(1 + 2^-6)
   rope_truncate,           // RoPE output truncated instead of RNE
