@@ -11,6 +11,7 @@
 #include "command.h"
 #include "tessera/core/error.h"
 #include "tessera/core/log.h"
+#include "tessera/core/mutants.h"
 #include "tessera/model/gguf_model.h"
 #include "tessera/pipeline/deploy.h"
 
@@ -60,7 +61,9 @@ int run(const DeployArgs& a) {
   o.spec = cli::spec_from_arg(a.spec);
   // "pass:NAME" plants a compiler pass's bug (phases 4 / 5 roll it back);
   // anything else negates the packed weights it prefixes.
+  check_mutant_env();
   if (a.plant_bug.starts_with("pass:")) o.plant_pass_bug = a.plant_bug.substr(5);
+  else if (a.plant_bug.starts_with("mutant:")) set_active_mutant(mutant_by_name(a.plant_bug.substr(7)));
   else if (!a.plant_bug.empty()) o.tamper_packed = pipeline::negate_packed_weight(a.plant_bug);
   o.progress = [](const std::string& step, size_t done, size_t total) { report_progress(step, done, total); };
   const pipeline::DeployReport rep = pipeline::deploy(o);
@@ -102,7 +105,8 @@ tessera::cli::Action setup(CLI::App& app) {
   sub->add_option("--plant-bug", a->plant_bug,
                   "Negate packed weights whose key starts with this (e.g. w:L0.v_proj@) on the "
                   "device, to see a gate fail; pass:NAME plants that compiler pass's bug "
-                  "(phase 4 / 5 rolls the pass back and names it)");
+                  "(phase 4 / 5 rolls the pass back and names it); mutant:NAME switches on a "
+                  "subtle numeric mutant (core/mutants.h; also env TESSERA_MUTANT=NAME)");
   sub->add_flag("--fresh", a->fresh, "Redo every phase (ignore the manifest)");
   sub->add_flag("--json", a->json, "Print report.json instead of the phase lines");
   return [a] { return run(*a); };

@@ -1,3 +1,4 @@
+#include "tessera/core/mutants.h"
 #include "tessera/kernels/bias_add.h"
 
 namespace tessera::kernels {
@@ -6,7 +7,8 @@ void bias_add(const bf16* x, const bf16* bias, bf16* out, int64_t rows, int64_t 
   for (int64_t r = 0; r < rows; ++r) {
     const bf16* xr = x + r * n;
     bf16* orow = out + r * n;
-    for (int64_t j = 0; j < n; ++j) orow[j] = f32_to_bf16(bf16_to_f32(xr[j]) + bf16_to_f32(bias[j]));
+    const float k = mutant_on(Mutant::bias_scaled) ? 1.0f + 1.0f / 64 : 1.0f;
+    for (int64_t j = 0; j < n; ++j) orow[j] = f32_to_bf16(bf16_to_f32(xr[j]) + k * bf16_to_f32(bias[j]));
   }
 }
 

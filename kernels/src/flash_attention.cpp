@@ -1,3 +1,4 @@
+#include "tessera/core/mutants.h"
 #include "tessera/kernels/flash_attention.h"
 
 #include <algorithm>
@@ -49,6 +50,7 @@ void attend_row(const float* qf, const float* kf, const float* vf, int64_t n, co
     s[j] = exp_tile(s[j] - m_new);  // fp32 subtract, then the bf16 operand of exp
     psum += s[j];
   }
+  if (mutant_on(Mutant::attn_sum_skip_last) && n > 1) psum -= s[n - 1];
   l = l * alpha + psum;
   m = m_new;
   for (int64_t i = 0; i < d; ++i) o[i] *= alpha;
@@ -74,7 +76,8 @@ void attn_block(const bf16* q, const bf16* k, const bf16* v, float* state, const
   bf16_to_f32_n(v, vf, b.kv_rows * d);
   auto st = view(state, rows);
   for (int64_t pos = 0; pos < b.q_rows; ++pos) {
-    const int64_t n = visible_keys(b, b.q_pos0 + pos);
+    int64_t n = visible_keys(b, b.q_pos0 + pos);
+    if (mutant_on(Mutant::attn_mask_last_key) && n > 1 && b.q_pos0 + pos + 1 == b.k_pos0 + n) --n;
     if (n == 0) continue;  // the whole block lies in this row's future
     for (int64_t g = 0; g < b.group; ++g) {
       const int64_t r = pos * b.group + g;
@@ -95,7 +98,8 @@ void attn_merge(float* a, const float* b, int64_t rows, int64_t head_dim) {
     sa.l[r] = sa.l[r] * fa + sb.l[r] * fb;
     float* oa = sa.o + r * head_dim;
     const float* ob = sb.o + r * head_dim;
-    for (int64_t i = 0; i < head_dim; ++i) oa[i] = oa[i] * fa + ob[i] * fb;
+    const float fo = fb * (mutant_on(Mutant::attn_merge_weight) ? 1.0078125f : 1.0f);
+    for (int64_t i = 0; i < head_dim; ++i) oa[i] = oa[i] * fa + ob[i] * fo;
   }
 }
 

@@ -1,3 +1,4 @@
+#include "tessera/core/mutants.h"
 #include "tessera/kernels/gemm.h"
 
 #include <algorithm>
@@ -50,7 +51,8 @@ void gemm_block(const bf16* a, const bf16* b, float* acc, const GemmDims& d, boo
 }
 
 void gemm_finalize(const float* acc, bf16* c, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) c[i] = f32_to_bf16(acc[i]);
+  if (mutant_on(Mutant::linear_truncate)) for (int64_t i = 0; i < count; ++i) c[i] = f32_to_bf16_truncate(acc[i]);
+  else for (int64_t i = 0; i < count; ++i) c[i] = f32_to_bf16(acc[i]);
 }
 
 int64_t gemm_l1_bytes(const GemmDims& d, bool fused) {

@@ -1,3 +1,4 @@
+#include "tessera/core/mutants.h"
 #include "tessera/kernels/gemv.h"
 
 #include <bit>
@@ -12,7 +13,7 @@ void gemv_block(const bf16* w, const bf16* x, float* acc, int64_t n, int64_t k, 
   float* xf = scratch_f32(ScratchSlot::row, k);
   bf16_to_f32_n(x, xf, k);
   for (int64_t j = 0; j < n; ++j) {
-    float s = dot(w + j * k, xf, k);
+    float s = mutant_on(Mutant::gemv_bf16_accum) ? dot_bf16_accum(w + j * k, xf, k) : dot(w + j * k, xf, k);
     acc[j] = accumulate ? acc[j] + s : s;
   }
 }

@@ -1,3 +1,4 @@
+#include "tessera/core/mutants.h"
 #include "tessera/kernels/head_rmsnorm.h"
 
 #include "tessera/kernels/rmsnorm.h"
@@ -18,7 +19,7 @@ std::vector<TileKernel> head_rmsnorm_kernels() {
       name,
       [=](const npu::KernelInvocation& inv) {
         auto [vectors, d] = dims(*inv.params);
-        float eps = static_cast<float>(required_eps(*inv.params, name));
+        float eps = static_cast<float>(required_eps(*inv.params, name)) * (mutant_on(Mutant::head_rmsnorm_eps_x100) ? 100.0f : 1.0f);
         rmsnorm_rows(arg_ptr<const bf16>(inv, 0, vectors * d, name, "x"),
                      arg_ptr<const bf16>(inv, 1, d, name, "w"),
                      arg_ptr<bf16>(inv, 2, vectors * d, name, "out"), vectors, d, eps);

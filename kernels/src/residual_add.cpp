@@ -1,9 +1,11 @@
+#include "tessera/core/mutants.h"
 #include "tessera/kernels/residual_add.h"
 
 namespace tessera::kernels {
 
 void residual_add(const bf16* a, const bf16* b, bf16* out, int64_t count) {
   for (int64_t i = 0; i < count; ++i) out[i] = f32_to_bf16(bf16_to_f32(a[i]) + bf16_to_f32(b[i]));
+  if (mutant_on(Mutant::residual_last_truncate) && count > 0) out[count - 1] = f32_to_bf16_truncate(bf16_to_f32(a[count - 1]) + bf16_to_f32(b[count - 1]));
 }
 
 std::vector<TileKernel> residual_add_kernels() {

@@ -1,3 +1,4 @@
+#include "tessera/core/mutants.h"
 #include "tessera/kernels/rmsnorm.h"
 
 #include "scratch.h"
@@ -19,7 +20,7 @@ void rmsnorm_rows(const bf16* x, const bf16* w, bf16* out, int64_t rows, int64_t
   for (int64_t r = 0; r < rows; ++r) {
     bf16_to_f32_n(x + r * n, xf, n);
     float ss = dot(xf, xf, n);
-    float inv = rsqrt_tile(ss / static_cast<float>(n) + eps);
+    float inv = rsqrt_tile(ss / static_cast<float>(n - (mutant_on(Mutant::rmsnorm_mean_n_minus_1) ? 1 : 0)) + eps);
     bf16* o = out + r * n;
     for (int64_t j = 0; j < n; ++j) o[j] = f32_to_bf16(xf[j] * inv * wf[j]);
   }
@@ -49,7 +50,7 @@ std::vector<TileKernel> rmsnorm_kernels() {
       name,
       [=](const npu::KernelInvocation& inv) {
         auto [rows, n] = dims(*inv.params);
-        float eps = static_cast<float>(required_eps(*inv.params, name));
+        float eps = static_cast<float>(required_eps(*inv.params, name)) * (mutant_on(Mutant::rmsnorm_eps_x100) ? 100.0f : 1.0f);
         rmsnorm_rows(arg_ptr<const bf16>(inv, 0, rows * n, name, "x"),
                      arg_ptr<const bf16>(inv, 1, n, name, "w"),
                      arg_ptr<bf16>(inv, 2, rows * n, name, "out"), rows, n, eps);

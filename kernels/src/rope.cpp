@@ -1,3 +1,4 @@
+#include "tessera/core/mutants.h"
 #include "tessera/kernels/rope.h"
 
 #include "scratch.h"
@@ -19,6 +20,7 @@ void rope_rows(const bf16* x, const float* cos, const float* sin, bf16* out, con
         float a = bf16_to_f32(xa[i]), b = bf16_to_f32(xb[i]);
         oa[i] = f32_to_bf16(a * c[i] - b * s[i]);
         ob[i] = f32_to_bf16(b * c[i] + a * s[i]);
+        if (mutant_on(Mutant::rope_truncate)) oa[i] = f32_to_bf16_truncate(a * c[i] - b * s[i]), ob[i] = f32_to_bf16_truncate(b * c[i] + a * s[i]);
       }
     }
   }

@@ -1,3 +1,4 @@
+#include "tessera/core/mutants.h"
 #include "tessera/kernels/silu_mul.h"
 
 #include "tessera/kernels/nonlinear.h"
@@ -7,6 +8,9 @@ namespace tessera::kernels {
 void silu_mul(const bf16* gate, const bf16* up, bf16* out, int64_t count) {
   for (int64_t i = 0; i < count; ++i) {
     out[i] = f32_to_bf16(silu_tile(bf16_to_f32(gate[i])) * bf16_to_f32(up[i]));
+  }
+  if (mutant_on(Mutant::silu_slope_2pct)) {
+    for (int64_t i = 0; i < count; ++i) out[i] = f32_to_bf16(1.02f * silu_tile(bf16_to_f32(gate[i])) * bf16_to_f32(up[i]));
   }
 }
 

@@ -41,6 +41,14 @@ inline float dot(const A* __restrict a, const float* __restrict b, int64_t n) {
   return part[0] + tail;
 }
 
+// A dot product whose running sum is a bf16 register (the gemv_bf16_accum
+// mutant, core/mutants.h): each partial sum rounded to bf16.
+inline float dot_bf16_accum(const bf16* a, const float* b, int64_t n) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s = round_bf16(s + bf16_to_f32(a[i]) * b[i]);
+  return s;
+}
+
 // y[i] += s * x[i]
 inline void axpy(float s, const float* __restrict x, float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += s * x[i];

@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "deploy_internal.h"
+#include "tessera/core/mutants.h"
 #include "tessera/core/error.h"
 #include "tessera/pipeline/report_html.h"
 
@@ -60,7 +61,7 @@ bool can_skip(Context& ctx, int p) {
     ctx.issues.push_back(fmt::format("phase {} had status '{}': redone", p, it->second.status));
     return false;
   }
-  if (ctx.opts.tamper_packed && p >= 2) {
+  if ((ctx.opts.tamper_packed && p >= 2) || (active_mutant() != Mutant::none && p >= 1)) {
     ctx.issues.push_back(fmt::format("phase {} redone: a planted bug is active", p));
     return false;
   }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "deploy_internal.h"
+#include "tessera/core/mutants.h"
 #include "tessera/compiler/passes.h"
 #include "tessera/core/error.h"
 #include "tessera/model/model_dir.h"
@@ -247,6 +248,7 @@ std::map<std::string, std::string> Context::inputs_of(int phase) {
   if (phase > 0 || opts.preset.empty()) in["source"] = source_hash();
   // A verdict reached with a planted bug never stands for the real deployment.
   if (opts.tamper_packed && phase >= 2) in["planted_bug"] = "active";
+  if (active_mutant() != Mutant::none && phase >= 1) in["planted_bug"] = std::string("mutant:") + mutant_name(active_mutant());
   return in;
 }
 

@@ -17,7 +17,9 @@ namespace {
 
 nlohmann::json threshold_json(const Threshold& t) {
   return {{"op", t.op}, {"max_rel", t.max_rel}, {"mean_rel", t.mean_rel},
-          {"min_pearson", t.min_pearson}, {"min_cosine", t.min_cosine}, {"reason", t.reason}};
+          {"min_pearson", t.min_pearson}, {"min_cosine", t.min_cosine}, {"reason", t.reason},
+          {"noise", {{"enabled", t.noise.enabled}, {"elem_roundings", t.noise.elem_roundings},
+                     {"row_roundings", t.noise.row_roundings}, {"row_width", t.noise.row_width}}}};
 }
 
 std::string fig(double v, const char* f = "{:.3g}") {
@@ -60,6 +62,7 @@ std::string metric_failures(const Metrics& m, const Threshold& t) {
     if (f == "mean_rel") parts.push_back(fmt::format("mean_rel {} > {}", fig(m.mean_rel), fig(t.mean_rel)));
     if (f == "pearson") parts.push_back(fmt::format("pearson {} < {}", fig(m.pearson, "{:.6f}"), fig(t.min_pearson, "{:.6f}")));
     if (f == "cosine") parts.push_back(fmt::format("cosine {} < {}", fig(m.cosine, "{:.6f}"), fig(t.min_cosine, "{:.6f}")));
+    if (const std::string s = stat_failure(m, f); !s.empty()) parts.push_back(s);
   }
   return fmt::format("{}", fmt::join(parts, ", "));
 }

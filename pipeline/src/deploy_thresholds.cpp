@@ -67,10 +67,13 @@ const std::vector<GateRule>& phase3_rules() {
 
 const std::vector<GateRule>& phase6_rules() {
   static const std::vector<GateRule> t = {
-      {"margin_factor", 4.0,
-       "tie margin = 4 x phase 3's measured max |logit error|: 2 because two logits move in "
-       "opposite directions, x2 safety because decode runs other kernels (GEMV, decode "
-       "attention) and other positions than the one phase 3 measured"},
+      {"margin_sigmas", 7.0,
+       "tie margin = 7 x sqrt(2) x the predicted sd of one logit's error, from phase 3's logits "
+       "rounding model (phase-1 rounding counts summed over every op on the path, all layers and "
+       "the LM head): the two logits' errors are independent, so their difference has sqrt(2) "
+       "times the sd; 7 sd is the statistical gates' z_limit. Fixed before the run: a buggy "
+       "deployment cannot widen its own tolerance (the old 4 x measured max error did). Decode "
+       "runs GEMV and decode attention, whose rounding counts equal prefill's"},
       {"margin_floor_u", 2.0,
        "the margin is at least 2u x max |logit| of the step: the NPU's logits are bf16, which "
        "cannot order two logits closer than one rounding of each"},
@@ -88,14 +91,16 @@ double rule_value(const std::vector<GateRule>& table, const std::string& name) {
 }
 
 std::map<std::string, Threshold> block_thresholds(const compiler::Graph& g) {
-  // Squared max / mean budgets of every activation produced so far.
+  // Squared max / mean budgets of every activation produced so far, and the
+  // roundings (stat_rules() "path_roundings") that reached it.
   std::map<std::string, std::pair<double, double>> sq;
+  std::map<std::string, double> roundings;
   std::map<std::string, Threshold> out;
   const auto& r2 = phase2_rules();
   const double k = rule_value(r2, "rms_over_mean") * rule_value(r2, "max_over_rms_ref");
   for (const compiler::Node& n : g.nodes) {
     const Threshold op = kernel_threshold(n.shape);
-    double in_max = 0, in_mean = 0;
+    double in_max = 0, in_mean = 0, in_round = 0;
     for (const compiler::ValueRef& r : n.inputs) {
       if (r.kind != compiler::ValueKind::activation) continue;  // weights / host values: exact inputs
       compiler::ValueRef whole = r;
@@ -104,11 +109,17 @@ std::map<std::string, Threshold> block_thresholds(const compiler::Graph& g) {
       if (it == sq.end()) continue;
       in_max = std::max(in_max, it->second.first);
       in_mean = std::max(in_mean, it->second.second);
+      in_round = std::max(in_round, roundings[whole.str()]);
     }
     const double m2 = in_max + op.max_rel * op.max_rel, a2 = in_mean + op.mean_rel * op.mean_rel;
     const std::string name = n.output.str();
     sq[name] = {m2, a2};
+    const double gain = stat_rule("path_roundings");
+    roundings[name] = gain * in_round + op.noise.elem_roundings + op.noise.row_roundings;
     Threshold t;
+    t.noise = op.noise;
+    t.noise.exact_bf16 = false;  // exact only on bf16 inputs (phase 1), not after a path
+    t.noise.row_roundings = gain * in_round + op.noise.row_roundings;
     t.op = n.shape.op;
     t.max_rel = std::sqrt(m2);
     t.mean_rel = std::sqrt(a2);
@@ -133,6 +144,9 @@ Threshold depth_threshold(const Threshold& block, double loss, double blocks, do
   t.mean_rel = block.mean_rel * std::sqrt(blocks);
   t.min_cosine = std::max(1 - blocks * loss, prev_cos - loss);
   t.min_pearson = 1 - blocks * loss;
+  // Every block's roundings reach the tap as row-scale errors (stat_rules()).
+  const double per_block = block.noise.row_roundings + block.noise.elem_roundings;
+  t.noise.row_roundings = blocks * per_block - block.noise.elem_roundings;
   t.reason = fmt::format("{} blocks of the phase-2 h_out budget; cosine >= max(floor {:.6f}, previous "
                          "layer {:.6f} - {:.6f})",
                          blocks, 1 - blocks * loss, prev_cos, loss);

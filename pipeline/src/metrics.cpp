@@ -68,10 +68,22 @@ Metrics compare(std::span<const float> ref, std::span<const float> got) {
 nlohmann::json to_json(const Metrics& m) {
   // JSON has no NaN / inf: non-finite figures become null.
   auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
-  return {{"count", m.count},       {"non_finite", m.non_finite}, {"scale", num(m.scale)},
+  nlohmann::json j = {{"count", m.count},       {"non_finite", m.non_finite}, {"scale", num(m.scale)},
           {"max_abs", num(m.max_abs)}, {"max_rel", num(m.max_rel)}, {"mean_rel", num(m.mean_rel)},
           {"pearson", num(m.pearson)}, {"cosine", num(m.cosine)}, {"worst_index", m.worst_index},
           {"worst_ref", num(m.worst_ref)}, {"worst_got", num(m.worst_got)}};
+  if (m.has_stats) {
+    j["bias_z"] = num(m.bias_z);
+    j["mag_bias_z"] = num(m.mag_bias_z);
+    j["slope"] = num(m.slope);
+    j["slope_z"] = num(m.slope_z);
+    j["intercept_z"] = num(m.intercept_z);
+    j["row_slope_z"] = num(m.row_slope_z);
+    j["worst_slope_row"] = m.worst_slope_row;
+    j["var_ratio"] = num(m.var_ratio);
+    j["bf16_mismatches"] = m.bf16_mismatches;
+  }
+  return j;
 }
 
 Metrics metrics_from_json(const nlohmann::json& m) {

@@ -47,6 +47,7 @@ std::string why(const KernelResult& r) {
       parts.push_back(fmt::format("pearson {} < {}", fig(m.pearson, "{:.6f}"), t.min_pearson));
     if (f == "cosine")
       parts.push_back(fmt::format("cosine {} < {}", fig(m.cosine, "{:.6f}"), t.min_cosine));
+    if (const std::string s = stat_failure(m, f); !s.empty()) parts.push_back(s);
   }
   if (m.worst_index >= 0)
     parts.push_back(fmt::format("worst element {}: got {:.6g}, oracle {:.6g}", m.worst_index,

@@ -55,7 +55,9 @@ PhaseResult gate_block(Context& ctx) {
       r.checks.push_back(std::move(c));
       continue;
     }
-    r.checks.push_back(make_check(key, compare(ref->second, got->second), lim->second));
+    NoiseModel nm = lim->second.noise;
+    nm.row_width = stat_row_width(lim->second.op, c1.head_dim, ref->second.size(), ctx.seq());
+    r.checks.push_back(make_check(key, compare(ref->second, got->second, nm), lim->second));
   }
   for (const auto& c : r.checks)
     if (!c.passed) r.status = "failed";

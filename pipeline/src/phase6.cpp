@@ -3,7 +3,10 @@
 // greedy continuation teacher-forced: at step i the NPU's greedy pick, given
 // the oracle's prefix, must be the oracle's token, or the oracle's own logits
 // of the two tokens must lie closer than the tie margin (phase6_rules()),
-// derived from phase 3's measured logit error. Every such tie is listed.
+// derived before the run from the rounding model of the logits (the phase-1
+// rounding counts summed along the path: phase 3's logits row), never from a
+// measured error. Every such tie is listed. Each step's logits are also gated
+// on the phase-3 logits cosine floor and the statistical metrics.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,6 +17,7 @@
 #include "deploy_internal.h"
 #include "tessera/core/error.h"
 #include "tessera/pipeline/deploy_thresholds.h"
+#include "tessera/oracle/taps.h"
 #include "tessera/runtime/session.h"
 
 namespace tessera::pipeline::detail {
@@ -23,16 +27,70 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr double u = 1.0 / 256.0;  // bf16 unit roundoff 2^-8
 
-// Phase 3's measured logit error and its logits cosine floor (phase3.json is
-// current: phase 3 passed in this run or was verified by sha256 before).
-std::pair<double, double> phase3_figures(const fs::path& out) {
+// Phase 3's logits threshold (phase3.json is current: phase 3 passed in this
+// run or was verified by sha256 before): its cosine floor and rounding model,
+// both derived from the op table before any run; and, for the report only,
+// phase 3's measured logit error.
+struct Phase3Logits {
+  double cos_floor = 0, max_abs = 0;
+  NoiseModel noise;
+};
+
+Phase3Logits phase3_logits(const fs::path& out) {
   std::ifstream in(out / "phase3.json");
   if (!in) throw_error<InternalError>("phase 6 needs phase3.json in {}", out.string());
   const auto j = nlohmann::json::parse(in);
-  double floor = 0;
-  for (const auto& c : j.at("checks"))
-    if (c.at("name") == "logits") floor = c.at("threshold").at("min_cosine").get<double>();
-  return {j.at("details").at("logits_max_abs").get<double>(), floor};
+  Phase3Logits p;
+  for (const auto& c : j.at("checks")) {
+    if (c.at("name") != "logits") continue;
+    const auto& t = c.at("threshold");
+    p.cos_floor = t.at("min_cosine").get<double>();
+    const auto& n = t.at("noise");
+    p.noise.enabled = n.at("enabled").get<bool>();
+    p.noise.elem_roundings = n.at("elem_roundings").get<double>();
+    p.noise.row_roundings = n.at("row_roundings").get<double>();
+  }
+  p.max_abs = j.at("details").at("logits_max_abs").get<double>();
+  return p;
+}
+
+// The tie margin of one step: the two logits' errors are independent with the
+// predicted sd of each (the rounding model at this row's rms and max), so
+// their difference has sd sqrt(2) sd; a gap beyond margin_sigmas of those
+// cannot flip without a bug. Never below one bf16 spacing of the largest logit.
+double tie_margin(const std::vector<float>& ref, const NoiseModel& nm) {
+  double ss = 0, mx = 0;
+  for (float v : ref) {
+    ss += static_cast<double>(v) * v;
+    mx = std::max(mx, std::fabs(static_cast<double>(v)));
+  }
+  const double ur = bf16_rms_rounding(), rms = std::sqrt(ss / static_cast<double>(ref.size()));
+  const double sd = ur * std::sqrt(nm.row_roundings * rms * rms + nm.elem_roundings * mx * mx);
+  const auto& rules = phase6_rules();
+  return std::max(rule_value(rules, "margin_sigmas") * std::sqrt(2.0) * sd,
+                  rule_value(rules, "margin_floor_u") * u * mx);
+}
+
+// Runtime-path coverage: the session's prefill computes the phase-2 prompt
+// through the same executor, host ops and session inputs (RoPE table, KV
+// buffers) `tessera run` uses; its layer-0 taps are gated like phase 2's, so a
+// runtime bug is caught at the op where it happens, not only in the logits.
+void session_tap_checks(Context& ctx, const runtime::Session& s, PhaseResult& r) {
+  model::ModelConfig c1 = ctx.config;
+  c1.num_layers = 1;
+  const auto limits = block_thresholds(compiler::build_graph(c1, ctx.seq(), 0));
+  const OracleRun& orc = ctx.oracle();
+  for (const auto& [key, got] : s.last_values()) {
+    auto ref = orc.taps.find(key);
+    auto lim = limits.find(key);
+    if (ref == orc.taps.end() || lim == limits.end()) continue;
+    // A bucketed prefill computes pad rows after the prompt's: compare the prompt's rows.
+    if (got.size() < ref->second.size()) continue;
+    const std::span<const float> rows(got.data(), ref->second.size());
+    NoiseModel nm = lim->second.noise;
+    nm.row_width = stat_row_width(lim->second.op, c1.head_dim, ref->second.size(), ctx.seq());
+    r.checks.push_back(make_check("session prefill " + key, compare(ref->second, rows, nm), lim->second));
+  }
 }
 
 }  // namespace
@@ -40,15 +98,16 @@ std::pair<double, double> phase3_figures(const fs::path& out) {
 PhaseResult run_phase6(Context& ctx, std::vector<std::string>&) {
   const auto t0 = Clock::now();
   PhaseResult r{6, "integration", "passed", {}, 0, nlohmann::json::object()};
-  const auto& rules = phase6_rules();
   const OracleRun& orc = ctx.oracle();
-  const auto [max_abs, cos_floor] = phase3_figures(ctx.out);
+  const Phase3Logits p3 = phase3_logits(ctx.out);
   runtime::SessionOptions so;
   so.style = ctx.opts.style;
   so.prefill_passes = ctx.plan_options(false).passes;  // the plans phases 4 / 5 kept
   so.decode_passes = ctx.plan_options(true).passes;
+  for (const std::string& tap : oracle::layer_tap_names()) so.keep.insert("L0." + tap);
   runtime::Session s(ctx.config, ctx.packed(), ctx.opts.spec, so);
   std::vector<float> logits = s.prefill(orc.prompt);
+  session_tap_checks(ctx, s, r);
   const runtime::CallTiming prefill = s.last_timing();
   double dec_pred = 0, dec_host = 0;
   nlohmann::json ties = nlohmann::json::array(), npu_tokens = nlohmann::json::array();
@@ -58,14 +117,13 @@ PhaseResult run_phase6(Context& ctx, std::vector<std::string>&) {
     const int32_t want = orc.continuation[i];
     const int32_t got = runtime::argmax(logits);
     npu_tokens.push_back(got);
-    Threshold t{"logits", 1e9, 1e9, cos_floor, cos_floor,
-                "logits cosine as phase 3's logits floor; the token must equal the oracle's unless "
-                "the oracle's logit gap to the NPU's pick is below the tie margin"};
-    GateCheck c = make_check(fmt::format("token {}", i), compare(ref, logits), t);
+    Threshold t{"logits", 1e9, 1e9, p3.cos_floor, p3.cos_floor,
+                "logits cosine as phase 3's logits floor, statistics under phase 3's logits rounding "
+                "model; the token must equal the oracle's unless the oracle's logit gap to the NPU's "
+                "pick is below the tie margin", p3.noise};
+    GateCheck c = make_check(fmt::format("token {}", i), compare(ref, logits, p3.noise), t);
     if (got != want) {
-      const double scale = *std::max_element(ref.begin(), ref.end(), [](float a, float b) { return std::fabs(a) < std::fabs(b); });
-      const double margin = std::max(rule_value(rules, "margin_factor") * max_abs,
-                                     rule_value(rules, "margin_floor_u") * u * std::fabs(scale));
+      const double margin = tie_margin(ref, p3.noise);
       const double gap = ref[static_cast<size_t>(want)] - ref[static_cast<size_t>(got)];
       ties.push_back({{"step", i}, {"oracle", want}, {"npu", got}, {"gap", gap}, {"margin", margin},
                       {"tolerated", gap < margin}});
@@ -88,7 +146,7 @@ PhaseResult run_phase6(Context& ctx, std::vector<std::string>&) {
   r.details = {{"oracle_tokens", orc.continuation},
                {"npu_tokens", npu_tokens},
                {"disagreements", ties},
-               {"phase3_logits_max_abs", max_abs},
+               {"phase3_logits_max_abs", p3.max_abs},
                {"prefill_tokens", prefill.tokens},
                {"prefill_predicted_seconds", prefill.predicted_seconds},
                {"prefill_host_seconds", prefill.host_seconds},

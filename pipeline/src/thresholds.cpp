@@ -14,7 +14,10 @@
 //    rows), the max/mean bounds catch the small ones.
 #include "tessera/pipeline/thresholds.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include <fmt/format.h>
 
 #include "tessera/core/error.h"
 
@@ -30,48 +33,118 @@ const std::vector<Threshold>& kernel_thresholds() {
        "x and w rounded to bf16 (2u per product, random sign), fp32 accumulation, bf16 out: the "
        "error of an output is ~u*|x||w|/sqrt(1.5), i.e. ~1e-3 of a typical |y|; the max over up "
        "to 10^8 outputs is ~6 sigma, plus u for the output rounding: ~4u; 8u leaves 2x margin. "
-       "Plus K*2^-24 for the accumulation (added per shape)."},
+       "Plus K*2^-24 for the accumulation (added per shape)."
+       " Noise: one rounding of the output (inputs are bf16 already); fp32 accumulation adds K 2^-48/6 of rms^2 (per shape).", {true, 1, 0, 0}},
       {"rmsnorm", 4 * u, u, 0.9999, 0.9999,
        "x and w rounded (2u), rsqrt in fp32 over a bf16 sum of squares (<u), bf16 out (u): <= 3u "
-       "per element, relative to the element; 4u of max |ref| covers it."},
+       "per element, relative to the element; 4u of max |ref| covers it."
+       " Noise: the output rounding; the row scale (fp32 sum, fp32 rsqrt) is exact to ~1e-7.", {true, 1, 0, 0}},
       {"head_rmsnorm", 4 * u, u, 0.9999, 0.9999,
-       "same arithmetic as rmsnorm over head_dim-long rows."},
+       "same arithmetic as rmsnorm over head_dim-long rows."
+       " Noise: the output rounding; rows are heads.", {true, 1, 0, 0}},
       {"rope", 4 * u, u, 0.9999, 0.9999,
        "x, cos, sin rounded (3u for x*cos + rot(x)*sin, relative to |x|), bf16 out (u); the "
-       "rotation preserves the row norm, so max |ref| bounds |x|."},
+       "rotation preserves the row norm, so max |ref| bounds |x|."
+       " Noise: the output rounding of x*cos - rot(x)*sin computed in fp32 on bf16 operands.", {true, 1, 0, 0}},
       {"bias_add", 4 * u, u, 0.9999, 0.9999,
        "x, b and the sum each rounded once: <= u(|x| + |b| + |y|); with |x|, |b| of the order of "
-       "max |y| that is ~3u. A missing bias (|b| ~ 0.3 |y|) is two orders above."},
-      {"residual_add", 4 * u, u, 0.9999, 0.9999, "as bias_add: three roundings of an add."},
+       "max |y| that is ~3u. A missing bias (|b| ~ 0.3 |y|) is two orders above."
+       " Noise: the output rounding of an exact fp32 sum of two bf16 values, so the result is "
+       "bf16-exact: it must equal the RNE of the oracle's sum bit for bit.", {true, 1, 0, 0, true}},
+      {"residual_add", 4 * u, u, 0.9999, 0.9999, "as bias_add: three roundings of an add. Noise and "
+       "exactness as bias_add.", {true, 1, 0, 0, true}},
       {"silu_mul", 6 * u, 1.5 * u, 0.9999, 0.9999,
        "gate and up rounded (2u), exp through bf16 (silu_tile: <= u(1-s)), fp32 reciprocal, "
-       "bf16 out (u): ~4u worst case per element."},
+       "bf16 out (u): ~4u worst case per element."
+       " Noise: the output rounding plus the bf16 exp result, which moves sigmoid by <= u(1-s) relative: two roundings of the element.", {true, 2, 0, 0}},
       {"attention_prefill", 16 * u, 2 * u, 0.999, 0.999,
        "q, k rounded (2u on each score, i.e. 2u|s| absolute: a score of 4 moves by 1.6e-2, "
        "changing its softmax weight by that much), exp through bf16 (u), probabilities rounded "
        "to bf16 before P.V (u), v rounded (u), fp32 running sums, bf16 out (u): ~6u typical "
-       "near the largest scores; 16u covers rows dominated by one key."},
+       "near the largest scores; 16u covers rows dominated by one key."
+       " Noise: output rounding, plus per key the bf16 operand (s - max) of exp (absolute 2^-9 |s - max|), the bf16 exp and the bf16 probability: relative weight errors of rms u_rms sqrt(2 + (s - max)^2); keys that carry weight have |s - max| <~ 3.7 (e^-3.7 = 2.5 %), so <= 16 roundings of the row scale.", {true, 1, 16, 0}},
       {"attention_decode", 16 * u, 2 * u, 0.999, 0.999,
-       "as attention_prefill, plus the merge of partial (max, sum, out) states in fp32."},
+       "as attention_prefill, plus the merge of partial (max, sum, out) states in fp32.", {true, 1, 16, 0}},
       {"kv_append", u, u / 2, 0.99999, 0.99999,
-       "a copy: only the bf16 rounding of the new rows and of the cache (<= u)."},
-      {"embedding", u, u / 2, 0.99999, 0.99999, "a row gather of a bf16 table: one rounding."},
+       "a copy: only the bf16 rounding of the new rows and of the cache (<= u)."
+       " Noise: none: the kernel copies bf16 values, so it must be bit-exact.", {true, 0, 0, 0}},
+      {"embedding", u, u / 2, 0.99999, 0.99999, "a row gather of a bf16 table: one rounding."
+       " Noise: none: a gather of bf16 rows must be bit-exact.", {true, 0, 0, 0}},
       {"argmax", 0, 0, 1, 1,
        "ids must match exactly, except when the oracle's runner-up is within one bf16 spacing (2u) "
-       "of the max (then either id is right; the gate checks that before comparing)."},
+       "of the max (then either id is right; the gate checks that before comparing).", {}},
   };
   return table;
+}
+
+const std::vector<StatRule>& stat_rules() {
+  static const std::vector<StatRule> t = {
+      {"z_limit", 7.0,
+       "|z| limit of bias_z, mag_bias_z, slope_z, intercept_z and row_slope_z, fixed before any "
+       "run. Under the rounding model each z is ~N(0, 1) when the model's variance is right and "
+       "smaller when it overestimates (the counts are upper bounds): P(|z| > 7) = 2.6e-12, so "
+       "10^4 such tests per deployment (rows x taps) false-fail with p < 3e-8, and a model "
+       "underestimating the noise sd by 1.5x still leaves z = 4.7 at p = 3e-6 per test. A "
+       "half-ulp one-sided bias over n elements is ~1.7 sqrt(n) sigma (60 at n = 1000); a 1 % "
+       "scale on a row of 64 is ~0.01 sqrt(64) / (sqrt(R) u_rms) ~ 50 sigma."},
+      {"var_ratio_slack", 1.5,
+       "the variance-ratio limit is 1.5 + z_limit sqrt(2 / n): the model counts every rounding at "
+       "the rms of a log-uniform mantissa (u_rms); real mantissas are not exactly log-uniform "
+       "(<= 1.5x in variance between the extremes of a binade), and the observed ratio of n "
+       "independent errors scatters by sqrt(2 / n)"},
+      {"path_roundings", 1.0,
+       "phases 2 / 3: the rounding errors of every op upstream of a tap reach it as errors of "
+       "the row scale (a linear map, a norm or attention mixes a row), with gain <= 1 relative to "
+       "the tap's row rms: row_roundings = sum of (elem + row) roundings along the worst path, "
+       "elem_roundings = the last op's own"},
+  };
+  return t;
+}
+
+double stat_rule(const std::string& name) {
+  for (const auto& r : stat_rules())
+    if (r.name == name) return r.value;
+  throw_error<InternalError>("no statistical gate rule '{}' (thresholds.cpp)", name);
+}
+
+double var_ratio_limit(int64_t n) {
+  return stat_rule("var_ratio_slack") +
+         stat_rule("z_limit") * std::sqrt(2.0 / static_cast<double>(std::max<int64_t>(n, 1)));
+}
+
+int64_t stat_row_width(const std::string& op, int64_t head_dim, size_t numel, int64_t rows) {
+  const auto n = static_cast<int64_t>(numel);
+  if (op == "head_rmsnorm" && head_dim > 0 && n % head_dim == 0) return head_dim;
+  return rows > 0 && n % rows == 0 ? n / rows : n;
 }
 
 Threshold kernel_threshold(const kernels::OpShape& shape) {
   for (const Threshold& t : kernel_thresholds()) {
     if (t.op != shape.op) continue;
     Threshold out = t;
-    if (shape.op == "linear") out.max_rel += static_cast<double>(shape.dim("K")) * std::ldexp(1.0, -24);
+    if (shape.op == "linear") {
+      const auto K = static_cast<double>(shape.dim("K"));
+      out.max_rel += K * std::ldexp(1.0, -24);
+      const double ur = bf16_rms_rounding();
+      out.noise.row_roundings += K * std::ldexp(1.0, -48) / (6 * ur * ur);
+    }
     return out;
   }
   throw_error<InternalError>("no phase-1 threshold for op '{}' (add a row to thresholds.cpp)",
                              shape.op);
+}
+
+std::string stat_failure(const Metrics& m, const std::string& name) {
+  const std::pair<const char*, double> zs[] = {{"bias_z", m.bias_z},         {"mag_bias_z", m.mag_bias_z},
+                                               {"slope_z", m.slope_z},       {"intercept_z", m.intercept_z},
+                                               {"row_slope_z", m.row_slope_z}};
+  for (const auto& [n, v] : zs)
+    if (name == n) return fmt::format("|{}| {:.3g} > {:.3g}", n, v, stat_rule("z_limit"));
+  if (name == "bf16_exact")
+    return fmt::format("bf16_exact: {} of {} values differ from the RNE of the exact result", m.bf16_mismatches, m.count);
+  if (name == "var_ratio")
+    return fmt::format("var_ratio {:.3g} > {:.3g}", m.var_ratio, var_ratio_limit(m.count));
+  return "";
 }
 
 std::vector<std::string> failed_metrics(const Metrics& m, const Threshold& t) {
@@ -82,6 +155,15 @@ std::vector<std::string> failed_metrics(const Metrics& m, const Threshold& t) {
   if (!(m.mean_rel <= t.mean_rel)) out.push_back("mean_rel");
   if (!(m.pearson >= t.min_pearson)) out.push_back("pearson");
   if (!(m.cosine >= t.min_cosine)) out.push_back("cosine");
+  if (!t.noise.enabled || !m.has_stats) return out;
+  const double z = stat_rule("z_limit");
+  const std::pair<const char*, double> zs[] = {{"bias_z", m.bias_z},         {"mag_bias_z", m.mag_bias_z},
+                                               {"slope_z", m.slope_z},       {"intercept_z", m.intercept_z},
+                                               {"row_slope_z", m.row_slope_z}};
+  for (const auto& [name, v] : zs)
+    if (!(std::fabs(v) <= z)) out.push_back(name);
+  if (!(m.var_ratio <= var_ratio_limit(m.count))) out.push_back("var_ratio");
+  if (m.bf16_mismatches > 0) out.push_back("bf16_exact");
   return out;
 }
 

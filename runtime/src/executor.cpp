@@ -1,3 +1,4 @@
+#include "tessera/core/mutants.h"
 #include "tessera/runtime/executor.h"
 
 #include <chrono>
@@ -182,10 +183,18 @@ class WeightSwap {
 };
 
 
+// The exec_swap_gate_up mutant's wrong binding: L1's gate and up layouts exchanged.
+std::string swap_gate_up(std::string key) {
+  for (const auto& [a, b] : {std::pair{"w:L1.gate_proj@", "w:L1.up_proj@"}, std::pair{"w:L1.up_proj@", "w:L1.gate_proj@"}})
+    if (key.starts_with(a)) return b + key.substr(std::string(a).size());
+  return key;
+}
+
 compiler::PackedWeights::Buffers& weight_buffers(compiler::PackedWeights& w, const Launch& l,
                                                  size_t input) {
-  const std::string key =
+  std::string key =
       input < l.weight_layouts.size() ? l.weight_layouts[input] : std::string();
+  if (mutant_on(Mutant::exec_swap_gate_up)) key = swap_gate_up(key);
   if (key.empty())
     throw_error<InternalError>("executor: step {} has no weight layout key for its input {}",
                                l.name, input);
@@ -270,9 +279,12 @@ std::vector<float> run_host_step(const Launch& l, const Node& node, const ValueS
                                  l.name, l.weight_layouts[1]);
     return host_embedding(l.shape, values.get(node.inputs[0], l.name), table->second);
   }
-  if (op == "kv_append")
-    return host_kv_append(l.shape, values.get(node.inputs[0], l.name),
+  if (op == "kv_append") {
+    kernels::OpShape shape = l.shape;
+    if (mutant_on(Mutant::exec_kv_write_prev) && node.layer == 1 && shape.dim("pos") > 0) shape.dims["pos"] -= 1;
+    return host_kv_append(shape, values.get(node.inputs[0], l.name),
                           values.get(node.inputs[1], l.name));
+  }
   if (op == "argmax") return host_argmax(l.shape, values.get(node.inputs[0], l.name));
   throw_error<InternalError>("executor: step {}: op '{}' has no host implementation (host steps: "
                              "embedding, kv_append, argmax)", l.name, op);

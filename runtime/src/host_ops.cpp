@@ -1,3 +1,4 @@
+#include "tessera/core/mutants.h"
 #include "host_ops.h"
 
 #include <cmath>
@@ -32,7 +33,8 @@ std::vector<float> host_embedding(const kernels::OpShape& shape, std::span<const
     if (!(id >= 0 && id < static_cast<float>(V)) || std::floor(id) != id)
       throw_error<InputError>("embedding: token {} has id {} (must be an integer in [0, {}))", m,
                               id, V);
-    const std::byte* row = table.data() + static_cast<int64_t>(id) * H * 2;
+    const int64_t shift = mutant_on(Mutant::host_embed_row_shift) && m == 0 && id + 1 < static_cast<float>(V) ? 1 : 0;
+    const std::byte* row = table.data() + (static_cast<int64_t>(id) + shift) * H * 2;
     for (int64_t h = 0; h < H; ++h) {
       bf16 v;
       std::memcpy(&v.bits, row + h * 2, 2);

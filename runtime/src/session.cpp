@@ -1,3 +1,4 @@
+#include "tessera/core/mutants.h"
 #include "tessera/runtime/session.h"
 
 #include <algorithm>
@@ -142,6 +143,8 @@ Values Session::forward_inputs(std::span<const int32_t> tokens) const {
   oracle::RopeTable rope = oracle::rope_table(config_, P, S);
   in["host:rope_cos"] = std::move(rope.cos);
   in["host:rope_sin"] = std::move(rope.sin);
+  if (mutant_on(Mutant::session_rope_truncate))
+    for (const char* t : {"host:rope_cos", "host:rope_sin"}) for (float& v : in[t]) v = truncate_bf16(v);
   for (int64_t l = 0; l < config_.num_layers; ++l) {
     // [P + S, kv_dim]: the cached rows, then room for this call's rows.
     for (auto* src : {&k_cache_, &v_cache_}) {
@@ -176,11 +179,14 @@ std::vector<float> Session::forward(std::span<const int32_t> tokens, int64_t rea
       const std::vector<float>& rows = res.values.at(name);
       auto& cache = (*dst)[static_cast<size_t>(l)];
       cache.resize(static_cast<size_t>((P + real) * kvd));
-      std::copy(rows.begin() + P * kvd, rows.begin() + (P + real) * kvd, cache.begin() + P * kvd);
+      const int64_t from = mutant_on(Mutant::session_kv_stale_row) && P > 0 && l + 1 == config_.num_layers ? P - 1 : P;
+      std::copy(rows.begin() + from * kvd, rows.begin() + (from + real) * kvd, cache.begin() + P * kvd);
       if (!opts_.keep.count(name)) res.values.erase(name);
     }
   std::vector<float> logits = res.values.at("logits");
-  position_ += real;
+  // session_stuck_pos: the first decode step (a call of one token after a prefill) does not advance.
+  if (!(mutant_on(Mutant::session_stuck_pos) && real == 1 && P > 0 && !stuck_once_)) position_ += real;
+  else stuck_once_ = true;
   last_values_ = std::move(res.values);
   last_plan_ = std::make_unique<compiler::Plan>(std::move(plan));
   last_timing_ = CallTiming{real, S, res.predicted_seconds,

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "tessera/core/mutants.h"
 #include "tessera/core/error.h"
 #include "tessera/kernels/builders/attention.h"
 #include "tessera/kernels/builders/attention_tiles.h"
@@ -233,7 +234,7 @@ DecodePlan plan_attention_decode(const OpShape& shape, const npu::DeviceSpec& sp
     throw_error<LimitError>("{}: needs T >= 1, an even head_dim and heads a multiple of kv_heads",
                             shape_text(p));
   p.G = p.heads / p.kv_heads;
-  p.scale = shape.attr("scale", 1.0 / std::sqrt(static_cast<double>(p.D)));
+  p.scale = shape.attr("scale", 1.0 / std::sqrt(static_cast<double>(p.D))) * (mutant_on(Mutant::softmax_scale_decode) ? 1.01 : 1.0);
   p.C = static_cast<int>(opt(tiles, "columns", spec.columns));
   const int rmax = std::min({spec.compute_rows, spec.mem.dma_out - 1, spec.mem.dma_in - 1});
   p.R = static_cast<int>(opt(tiles, "rows", rmax));

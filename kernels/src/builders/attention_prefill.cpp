@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "tessera/core/mutants.h"
 #include "tessera/core/error.h"
 #include "tessera/kernels/builders/attention.h"
 #include "tessera/kernels/builders/attention_tiles.h"
@@ -296,7 +297,7 @@ PrefillPlan plan_attention_prefill(const OpShape& shape, const npu::DeviceSpec& 
     throw_error<LimitError>("{}: needs S >= 1, P >= 0, an even head_dim and heads a multiple of "
                             "kv_heads", shape_text(p));
   p.G = p.heads / p.kv_heads;
-  p.scale = shape.attr("scale", 1.0 / std::sqrt(static_cast<double>(p.D)));
+  p.scale = shape.attr("scale", 1.0 / std::sqrt(static_cast<double>(p.D))) * (mutant_on(Mutant::softmax_scale_prefill) ? 1.01 : 1.0);
   p.C = static_cast<int>(opt(tiles, "columns", spec.columns));
   // The mem tile splits q into R objects and joins R outputs (plus the column
   // stream each way), within its DMA channels.

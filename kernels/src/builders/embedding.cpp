@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "tessera/core/mutants.h"
 #include "tessera/kernels/builders/builder_support.h"
 #include "tessera/kernels/op_builder.h"
 #include "tessera/npu/builder.h"
@@ -126,6 +127,7 @@ class EmbeddingBuilder : public OpBuilder {
           std::memcpy(&id, bytes.data() + t * 4, 4);
           if (id < 0 || id >= p->V)
             throw_error<InputError>("embedding: token {} has id {} outside [0, {})", t, id, p->V);
+          if (mutant_on(Mutant::embed_row_shift) && t == 0 && id + 1 < p->V) ++id;
           patched.launches[l].sequence[i].pattern.offset = int64_t{id} * p->H;
         }
       return patched;

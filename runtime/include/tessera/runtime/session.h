@@ -125,6 +125,7 @@ class Session {
   SessionOptions opts_;
   int64_t context_ = 0;
   int64_t position_ = 0;
+  bool stuck_once_ = false;  // the session_stuck_pos mutant fired (core/mutants.h)
   std::unique_ptr<compiler::DesignCache> cache_;
   std::unique_ptr<Executor> exec_;
   // Per layer, K and V of positions 0..position_-1: [position_, kv_dim] FP32 of

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Mutation score of the deploy gates (issue 12): `tessera deploy` once honest
+# (it must pass) and once per named mutant (core/mutants.h, switched on with
+# --plant-bug mutant:NAME) on each preset; one table row per (mutant, preset):
+# caught?, and the first failing phase, check (tap) and metrics. A mutant
+# that survives is a gate to strengthen. Exit 0 only at a 100 % score.
+# usage: bench/mutation.sh [-b BIN] [-p "PRESETS"] [-m "MUTANTS"] [-l LAYERS] [-t TOKENS] [-o DIR]
+#   defaults: build/cli/tessera, "tiny-qwen3 qwen2.5-0.5b", every mutant, 2 layers, 8 tokens
+set -uo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+bin="$here/build/cli/tessera" presets="tiny-qwen3 qwen2.5-0.5b" mutants="" layers=2 tokens=8 out=""
+while getopts "b:p:m:l:t:o:" o; do
+  case "$o" in
+    b) bin="$OPTARG" ;; p) presets="$OPTARG" ;; m) mutants="$OPTARG" ;;
+    l) layers="$OPTARG" ;; t) tokens="$OPTARG" ;; o) out="$OPTARG" ;;
+    *) sed -n 2,8p "$0"; exit 2 ;;
+  esac
+done
+[ -n "$mutants" ] || mutants="$(sed -n 's/.*{Mutant::\([a-z0-9_]*\), "\([a-z0-9_]*\)".*/\2/p' "$here/core/src/mutants.cpp")"
+[ -n "$out" ] || { out="$(mktemp -d)"; trap 'rm -rf "$out"' EXIT; }
+mkdir -p "$out"
+
+# The first failing phase of report.json: "phase<TAB>check<TAB>why".
+verdict() {
+  python3 - "$1" <<'PY'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as e:
+    print(f"-\t-\tno report ({e.__class__.__name__})"); sys.exit()
+for p in r["phases"]:
+    if p["status"] == "passed":
+        continue
+    bad = [c for c in p["checks"] if not c["passed"]]
+    if bad:
+        c = bad[0]
+        print(f"{p['phase']}\t{c['name']}\t{c['message'][:110]}")
+    else:
+        print(f"{p['phase']}\t-\t{str(p['details'].get('error', p['status']))[:110]}")
+    sys.exit()
+print("-\t-\tall phases passed")
+PY
+}
+
+# Mutants of an op only some architectures have: not applicable elsewhere
+# (reported as n/a, left out of the score).
+needs() {
+  case "$1" in
+    bias_scaled) echo qkv_bias ;;
+    head_rmsnorm_eps_x100) echo qk_norm ;;
+    *) echo "" ;;
+  esac
+}
+
+status=0
+printf "%-24s %-14s %-7s %-5s %-26s %s\n" mutant preset caught phase check metric
+for p in $presets; do
+  if ! "$bin" deploy --preset "$p" --layers "$layers" --tokens "$tokens" --out "$out/$p-honest" --fresh > "$out/$p-honest.log" 2>&1; then
+    echo "honest deploy of $p fails (a false failure, not a mutation result):"; tail -3 "$out/$p-honest.log"; exit 1
+  fi
+  caught=0 total=0
+  traits="$("$bin" presets | grep "^$p:")"
+  for m in $mutants; do
+    need="$(needs "$m")"
+    if [ -n "$need" ] && ! grep -qw "$need" <<< "$traits"; then
+      printf "%-24s %-14s %-7s %-5s %-26s %s\n" "$m" "$p" "n/a" "-" "-" "preset has no $need"
+      continue
+    fi
+    d="$out/$p-$m"
+    "$bin" deploy --preset "$p" --layers "$layers" --tokens "$tokens" --out "$d" --fresh --plant-bug "mutant:$m" > "$d.log" 2>&1
+    rc=$?
+    IFS=$'\t' read -r phase check why < <(verdict "$d/report.json")
+    total=$((total + 1))
+    if [ "$rc" -eq 5 ]; then caught=$((caught + 1)); c=yes
+    elif [ "$rc" -eq 0 ]; then c=NO; status=1
+    else c="err$rc"; caught=$((caught + 1)); why="$(tail -1 "$d.log" | cut -c1-110)"; fi
+    printf "%-24s %-14s %-7s %-5s %-26s %s\n" "$m" "$p" "$c" "$phase" "$check" "$why"
+    rm -rf "$d"
+  done
+  echo "mutation score $p: $caught / $total ($((100 * caught / total)) %)"
+done
+exit $status

@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Summary of the statistical gate metrics of a deployment (issue 12): per
+phase, the largest |z| of each statistic and the largest variance ratio as a
+fraction of its limit, with the check that reached it. Usage: stat_summary.py DIR"""
+import json, math, sys
+
+Z = ("bias_z", "mag_bias_z", "slope_z", "intercept_z", "row_slope_z")
+Z_LIMIT = 7.0
+
+
+def var_limit(n):
+    return 1.5 + Z_LIMIT * math.sqrt(2.0 / max(n, 1))
+
+
+def checks(d, phase):
+    j = json.load(open(f"{d}/phase{phase}.json"))
+    if phase == 1:
+        for r in j["details"]["results"]:
+            if "metrics" in r:
+                yield r.get("node", "?"), r["metrics"]
+        return
+    for c in j["checks"]:
+        yield c["name"], c.get("metrics", {})
+
+
+def main():
+    d = sys.argv[1]
+    worst = {}
+    for phase in (1, 2, 3, 6):
+        try:
+            items = list(checks(d, phase))
+        except (FileNotFoundError, KeyError):
+            continue
+        for name, m in items:
+            for k in Z + ("var_ratio",):
+                v = m.get(k)
+                if v is None:
+                    continue
+                frac = abs(v) / (var_limit(m.get("count", 1)) if k == "var_ratio" else Z_LIMIT)
+                key = (phase, k)
+                if key not in worst or frac > worst[key][0]:
+                    worst[key] = (frac, v, name)
+    for (phase, k), (frac, v, name) in sorted(worst.items()):
+        print(f"phase {phase} {k:<12} {v:>10.3g}  {frac:5.2f}x limit  at {name}")
+
+
+main()

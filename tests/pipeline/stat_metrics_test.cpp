@@ -1,0 +1,142 @@
+// Statistical gates (issue 12): honest bf16 rounding of Gaussian-like values
+// passes every statistic, and each planted subtle bug - a truncating
+// rounding, a 1 % scale of one row, a one-ulp error in an exact op, extra
+// noise - fails the statistic meant to catch it. Plus the mutant registry.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tessera/core/bf16.h"
+#include "tessera/core/error.h"
+#include "tessera/core/mutants.h"
+#include "tessera/pipeline/metrics.h"
+#include "tessera/pipeline/thresholds.h"
+
+namespace tessera::pipeline {
+namespace {
+
+// Deterministic roughly Gaussian values (sum of 4 uniforms), rows of `width`
+// with per-row scales spread over two decades.
+std::vector<float> values(size_t n, size_t width, uint64_t seed) {
+  std::vector<float> v(n);
+  uint64_t z = seed;
+  auto uni = [&] {
+    z = z * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>(z >> 11) / 9007199254740992.0 - 0.5;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const double row_scale = std::pow(10.0, static_cast<double>((i / width) % 7) / 3.0 - 1.0);
+    v[i] = static_cast<float>(row_scale * (uni() + uni() + uni() + uni()));
+  }
+  return v;
+}
+
+Threshold loose(NoiseModel nm) {
+  Threshold t{"test", 1, 1, 0, 0, "only the statistics judge", nm};
+  return t;
+}
+
+NoiseModel output_rounding(int64_t width, bool exact = false) {
+  NoiseModel nm;
+  nm.enabled = true;
+  nm.elem_roundings = 1;
+  nm.row_width = width;
+  nm.exact_bf16 = exact;
+  return nm;
+}
+
+TEST(StatMetrics, HonestRoundingPassesEveryStatistic) {
+  const std::vector<float> ref = values(64 * 256, 256, 7);
+  std::vector<float> got(ref);
+  round_bf16_inplace(got);
+  const Metrics m = compare(ref, got, output_rounding(256, true));
+  ASSERT_TRUE(m.has_stats);
+  EXPECT_TRUE(failed_metrics(m, loose(output_rounding(256, true))).empty())
+      << m.bias_z << " " << m.mag_bias_z << " " << m.slope_z << " " << m.row_slope_z << " " << m.var_ratio;
+  EXPECT_NEAR(m.var_ratio, 1.0, 0.1);  // RNE of continuous values: ulp^2 / 12 each
+  EXPECT_EQ(m.bf16_mismatches, 0);
+}
+
+TEST(StatMetrics, TruncationIsAMagnitudeBias) {
+  const std::vector<float> ref = values(64 * 256, 256, 8);
+  std::vector<float> got(ref);
+  for (float& x : got) x = truncate_bf16(x);
+  const Metrics m = compare(ref, got, output_rounding(256));
+  const auto failed = failed_metrics(m, loose(output_rounding(256)));
+  EXPECT_LT(m.mag_bias_z, -7);
+  EXPECT_NE(std::find(failed.begin(), failed.end(), "mag_bias_z"), failed.end());
+  // Signed errors of both signs cancel: the plain bias does not see it.
+  EXPECT_LT(std::fabs(m.bias_z), 7);
+}
+
+TEST(StatMetrics, OneRowScaledByOnePercentFailsTheRowSlope) {
+  const std::vector<float> ref = values(64 * 256, 256, 9);
+  std::vector<float> got(ref);
+  for (size_t i = 5 * 256; i < 6 * 256; ++i) got[i] *= 1.01f;
+  round_bf16_inplace(got);
+  const Metrics m = compare(ref, got, output_rounding(256));
+  EXPECT_GT(m.row_slope_z, 7);
+  EXPECT_EQ(m.worst_slope_row, 5);
+  const auto failed = failed_metrics(m, loose(output_rounding(256)));
+  EXPECT_NE(std::find(failed.begin(), failed.end(), "row_slope_z"), failed.end());
+}
+
+TEST(StatMetrics, ExtraNoiseFailsTheVarianceRatio) {
+  const std::vector<float> ref = values(64 * 256, 256, 10);
+  std::vector<float> got(ref);
+  for (size_t i = 0; i < got.size(); ++i) got[i] *= 1.0f + ((i * 2654435761u) % 7 - 3.0f) * 4e-3f;
+  round_bf16_inplace(got);
+  const Metrics m = compare(ref, got, output_rounding(256));
+  EXPECT_GT(m.var_ratio, var_ratio_limit(m.count));
+  const auto failed = failed_metrics(m, loose(output_rounding(256)));
+  EXPECT_NE(std::find(failed.begin(), failed.end(), "var_ratio"), failed.end());
+}
+
+TEST(StatMetrics, OneUlpInAnExactOpFailsBf16Exact) {
+  const std::vector<float> ref = values(16 * 128, 128, 11);
+  std::vector<float> got(ref);
+  round_bf16_inplace(got);
+  ASSERT_TRUE(failed_metrics(compare(ref, got, output_rounding(128, true)), loose(output_rounding(128, true))).empty());
+  got.back() = bf16_to_f32(bf16{static_cast<uint16_t>(f32_to_bf16(got.back()).bits ^ 1u)});
+  const Metrics m = compare(ref, got, output_rounding(128, true));
+  EXPECT_EQ(m.bf16_mismatches, 1);
+  const auto failed = failed_metrics(m, loose(output_rounding(128, true)));
+  EXPECT_NE(std::find(failed.begin(), failed.end(), "bf16_exact"), failed.end());
+}
+
+TEST(StatMetrics, AnExactOpMustBeExact) {
+  const std::vector<float> ref = {1, 2, 3, 4};
+  NoiseModel exact;
+  exact.enabled = true;  // no roundings at all: a copy
+  EXPECT_EQ(compare(ref, ref, exact).var_ratio, 0);
+  std::vector<float> got(ref);
+  got[2] = 3.0078125f;
+  const Metrics m = compare(ref, got, exact);
+  EXPECT_TRUE(std::isinf(m.var_ratio));
+  EXPECT_FALSE(failed_metrics(m, loose(exact)).empty());
+}
+
+TEST(StatMetrics, EveryKernelRowHasANoiseModel) {
+  for (const Threshold& t : kernel_thresholds()) {
+    if (t.op != "argmax") {
+      EXPECT_TRUE(t.noise.enabled) << t.op;
+    }
+  }
+  for (const StatRule& r : stat_rules()) EXPECT_FALSE(r.reason.empty()) << r.name;
+}
+
+TEST(Mutants, RegistryNamesRoundTripAndUnknownNamesAreUsageErrors) {
+  EXPECT_GE(mutants().size(), 20u);
+  for (const MutantInfo& m : mutants()) EXPECT_EQ(mutant_by_name(m.name), m.id);
+  EXPECT_THROW(mutant_by_name("no_such_mutant"), UsageError);
+  EXPECT_EQ(active_mutant(), Mutant::none);
+  set_active_mutant(Mutant::linear_truncate);
+  EXPECT_TRUE(mutant_on(Mutant::linear_truncate));
+  set_active_mutant(Mutant::none);
+}
+
+}  // namespace
+}  // namespace tessera::pipeline
