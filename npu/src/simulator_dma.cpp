@@ -193,7 +193,6 @@ void build_connections(LaunchState& st) {
         c.sinks.push_back(pool_end(st, f, t, true, i < f.consumer_patterns.size() ? f.consumer_patterns[i] : AccessPattern{}));
       }
     }
-    c.temp.resize(c.chunk);
     st.conns.push_back(std::move(c));
   }
 }
@@ -227,6 +226,7 @@ bool run_connection(LaunchState& st, Connection& c) {
       if (c.source.pattern == AccessPattern{}) {
         data = obj;  // contiguous: sinks copy straight from the slot
       } else {
+        c.temp.resize(c.chunk);
         gather(obj, c.source.pattern, c.source.elem_bytes, c.source.object_bytes, c.temp.data());
         data = c.temp.data();
       }

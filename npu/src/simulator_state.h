@@ -107,7 +107,7 @@ struct Connection {
   ShimQueue sink_q;
   int64_t moved = 0;
   int64_t repeat_sent = 0;  // transfers of the current repeat group (Fifo::repeat)
-  std::vector<std::byte> temp;
+  StreamBuffer temp;        // one gathered object (sized on first use per run)
 };
 
 struct Arg {
