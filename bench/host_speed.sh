@@ -40,8 +40,9 @@ row() {  # row NAME LAYERS SOURCE-ARGS... : deploy through phase 2, run, generat
   [ -n "$ORACLE_SRC" ] && oracle_src="$ORACLE_SRC"
   "$bin" generate -m "$oracle_src" -p "$prompt" -n "$tokens" > /dev/null 2> "$dir.gen.err" ||
     echo "$name: oracle generate -m $oracle_src failed: $(tail -1 "$dir.gen.err")" >&2
+  "$bin" inspect "$oracle_src" > "$dir.inspect" 2>&1 || echo "$name: inspect $oracle_src failed" >&2
   python3 - "$name" "$layers" "$dir" "$gbs" <<'PY'
-import os, re, sys
+import re, sys
 name, layers, d, gbs = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 run = open(d + ".run.err").read()
 m = re.search(r"prompt (\d+) tokens .*?host ([0-9.]+) s; decode: (\d+) steps.*?host ([0-9.]+) s/token", run)
@@ -49,7 +50,8 @@ n, pre_s, steps, dec_s = int(m.group(1)), float(m.group(2)), int(m.group(3)), fl
 gen = open(d + ".gen.err").read()
 g = re.search(r"\((\d+\.\d+) tok/s\)(, stopped.*)?$", gen.strip().splitlines()[-1]) if gen.strip() else None
 oracle = f"{float(g.group(1)):.2f}" if g else "-"
-bf16 = os.path.getsize(os.path.join(d, "weights.safetensors"))  # packed bf16 weights
+# One decode token reads every weight once (the tied LM head is the table).
+bf16 = 2 * int(re.search(r"parameters:\s+([0-9,]+)", open(d + ".inspect").read()).group(1).replace(",", ""))
 read_s = bf16 / (gbs * 1e9)
 f = lambda s: f"{1 / s:.2f}" if s > 0 else "-"
 print(f"{name:<14} {layers if layers != '0' else 'all':>6} {bf16 / 1e6:9.0f} {f(dec_s):>11} "
