@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <sys/resource.h>
 
 #include "cli_common.h"
 #include "command.h"
@@ -75,8 +76,16 @@ int run(const DeployArgs& a) {
     for (const auto& p : rep.phases) std::printf("%s\n", phase_line(p).c_str());
   }
   if (!rep.passed()) throw_error<GateError>("deploy: {} failed {}", rep.model, rep.failure());
-  if (!a.json)
-    std::printf("PASS: %s deployed to %s (report.json, report.html, evaluation.md, plan.md, issues.md)\n", rep.model.c_str(), a.out.c_str());
+  if (!a.json) {
+    std::printf("PASS: %s deployed to %s (report.json, report.html, evaluation.md, plan.md, issues.md)
+",
+                rep.model.c_str(), a.out.c_str());
+    // Memory is what limits which models deploy on a machine (issue 16).
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    std::printf("peak RSS %.0f MB
+", static_cast<double>(ru.ru_maxrss) / 1024.0);
+  }
   return 0;
 }
 

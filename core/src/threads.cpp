@@ -1,8 +1,10 @@
 #include "tessera/core/threads.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -19,6 +21,110 @@ size_t thread_count() {
   return n;
 }
 
+namespace {
+
+// Workers started once and parked on a condition variable: the simulator
+// calls parallel_for per scheduling round of every dispatch, and starting
+// threads per call cost more than the kernels it spread. Chunk c of a job
+// always runs chunk c's range, whichever thread takes it.
+class WorkerPool {
+ public:
+  explicit WorkerPool(size_t workers) {
+    for (size_t w = 0; w < workers; ++w) threads_.emplace_back([this] { work(); });
+  }
+  ~WorkerPool() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  // Runs fn on chunks [c*chunk, min(n, (c+1)*chunk)) for c < chunks; the
+  // caller takes chunks too. Returns false (nothing run) when the pool is busy
+  // with another caller's job or the caller is one of its workers.
+  bool run(size_t n, size_t chunk, size_t chunks, const std::function<void(size_t, size_t)>& fn) {
+    if (inside_worker_) return false;
+    std::unique_lock job_lock(job_mu_, std::try_to_lock);
+    if (!job_lock.owns_lock()) return false;
+    errors_.assign(chunks, nullptr);
+    {
+      std::lock_guard lock(mu_);
+      fn_ = &fn;
+      n_ = n;
+      chunk_ = chunk;
+      chunks_ = chunks;
+      next_ = 0;
+      unfinished_ = chunks;
+      ++generation_;
+    }
+    wake_.notify_all();
+    take_chunks();
+    std::unique_lock lock(mu_);
+    done_.wait(lock, [this] { return unfinished_ == 0; });
+    fn_ = nullptr;
+    lock.unlock();
+    for (auto& e : errors_)
+      if (e) std::rethrow_exception(e);
+    return true;
+  }
+
+ private:
+  void work() {
+    inside_worker_ = true;
+    size_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock lock(mu_);
+        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+      }
+      take_chunks();
+    }
+  }
+
+  void take_chunks() {
+    for (;;) {
+      size_t c;
+      {
+        std::lock_guard lock(mu_);
+        if (fn_ == nullptr || next_ >= chunks_) return;
+        c = next_++;
+      }
+      try {
+        (*fn_)(c * chunk_, std::min(n_, (c + 1) * chunk_));
+      } catch (...) {
+        errors_[c] = std::current_exception();
+      }
+      std::lock_guard lock(mu_);
+      if (--unfinished_ == 0) done_.notify_all();
+    }
+  }
+
+  static thread_local bool inside_worker_;
+  std::mutex job_mu_;  // one job at a time
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> threads_;
+  const std::function<void(size_t, size_t)>* fn_ = nullptr;
+  size_t n_ = 0, chunk_ = 0, chunks_ = 0, next_ = 0, unfinished_ = 0, generation_ = 0;
+  bool stop_ = false;
+  std::vector<std::exception_ptr> errors_;
+};
+
+thread_local bool WorkerPool::inside_worker_ = false;
+
+WorkerPool& pool() {
+  static WorkerPool p(thread_count() - 1);
+  return p;
+}
+
+}  // namespace
+
 void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn,
                   size_t min_chunk) {
   if (n == 0) return;
@@ -27,28 +133,11 @@ void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn,
     fn(0, n);
     return;
   }
-  size_t chunk = (n + workers - 1) / workers;
-  std::vector<std::thread> pool;
-  std::vector<std::exception_ptr> errors(workers);
-  for (size_t w = 1; w < workers; ++w) {
-    size_t b = w * chunk, e = std::min(n, b + chunk);
-    if (b >= e) break;
-    pool.emplace_back([&, w, b, e] {
-      try {
-        fn(b, e);
-      } catch (...) {
-        errors[w] = std::current_exception();
-      }
-    });
-  }
-  try {
-    fn(0, std::min(n, chunk));
-  } catch (...) {
-    errors[0] = std::current_exception();
-  }
-  for (auto& t : pool) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  const size_t chunk = (n + workers - 1) / workers;
+  const size_t chunks = (n + chunk - 1) / chunk;
+  if (pool().run(n, chunk, chunks, fn)) return;
+  // Nested or concurrent call: the same chunks, in order, on this thread.
+  for (size_t c = 0; c < chunks; ++c) fn(c * chunk, std::min(n, (c + 1) * chunk));
 }
 
 }  // namespace tessera

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "scratch.h"
+#include "vec_ops.h"
 
 namespace tessera::kernels {
 namespace {
@@ -31,7 +32,7 @@ const float* b_as_f32_kn(const bf16* b, const GemmDims& d) {
 
 }  // namespace
 
-void gemm_block(const bf16* a, const bf16* b, float* acc, const GemmDims& d, bool accumulate) {
+TESSERA_VECTOR_CLONES void gemm_block(const bf16* a, const bf16* b, float* acc, const GemmDims& d, bool accumulate) {
   const float* bf = b_as_f32_kn(b, d);
   float* af = scratch_f32(ScratchSlot::gemm_a, d.m * d.k);
   bf16_to_f32_n(a, af, d.m * d.k);

@@ -9,7 +9,7 @@
 
 namespace tessera::kernels {
 
-void gemv_block(const bf16* w, const bf16* x, float* acc, int64_t n, int64_t k, bool accumulate) {
+TESSERA_VECTOR_CLONES void gemv_block(const bf16* w, const bf16* x, float* acc, int64_t n, int64_t k, bool accumulate) {
   float* xf = scratch_f32(ScratchSlot::row, k);
   bf16_to_f32_n(x, xf, k);
   for (int64_t j = 0; j < n; ++j) {

@@ -3,6 +3,7 @@
 #include "tessera/npu/simulator.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include <fmt/format.h>
 
@@ -30,22 +31,25 @@ void prepare_host(const Design& d, HostMemory& host) {
   }
 }
 
-void build_pools(sim::LaunchState& st, std::map<TileCoord, std::vector<std::byte>>& mem) {
-  // Only up to the highest allocated byte: nothing addresses a tile's memory
-  // except through its pools and buffers, and poisoning all 64 KiB / 512 KiB
-  // of every tile was most of a small dispatch's simulation time. A later
-  // launch that allocates higher extends the poisoned range.
-  for (const auto& [t, m] : st.layout.memory) {
+// Only up to the highest allocated byte: nothing addresses a tile's memory
+// except through its pools and buffers, and poisoning all 64 KiB / 512 KiB
+// of every tile was most of a small dispatch's simulation time. A later
+// launch that allocates higher extends the poisoned range.
+void grow_memory(const LaunchLayout& layout, std::map<TileCoord, std::vector<std::byte>>& mem) {
+  for (const auto& [t, m] : layout.memory) {
     auto& bytes = mem[t];
     const auto need = static_cast<size_t>(m.used());
     if (bytes.size() < need) bytes.resize(need, kPoison);
   }
-  for (const auto& op : st.layout.pools) {
+}
+
+void build_pools(sim::LaunchState& st) {
+  for (const auto& op : st.layout->pools) {
     sim::Pool p;
     p.name = op.name;
     p.tile = op.tile;
     p.kind = st.spec->kind_of_row(op.tile.row);
-    p.base = mem.at(op.tile).data() + op.address;
+    p.address = op.address;
     p.depth = op.depth;
     p.slot_bytes = op.object_bytes;
     size_t writers = 1, readers = 1;
@@ -57,7 +61,7 @@ void build_pools(sim::LaunchState& st, std::map<TileCoord, std::vector<std::byte
     p.read.assign(readers, 0);
     st.pools.push_back(std::move(p));
   }
-  for (const auto& ch : st.layout.channels) st.stats.channels.push_back({ch.tile, ch.s2mm, ch.index, ch.fifo, 0});
+  for (const auto& ch : st.layout->channels) st.stats.channels.push_back({ch.tile, ch.s2mm, ch.index, ch.fifo, 0});
 }
 
 // Cores that share a pool (shared-memory FIFOs) must run in one sequence;
@@ -145,28 +149,67 @@ int64_t SimStats::macs() const {
   return n;
 }
 
-Simulator::Simulator(const DeviceSpec& spec, const KernelRegistry& registry) : spec_(spec), registry_(&registry) {
+namespace {
+std::atomic<uint64_t> next_simulator_id{1};
+}  // namespace
+
+Simulator::Simulator(const DeviceSpec& spec, const KernelRegistry& registry)
+    : spec_(spec), registry_(&registry), id_(next_simulator_id++) {
   spec_.validate();
 }
 
-SimStats Simulator::run(const Design& design, HostMemory& host) const {
+// Everything of a launch's state that does not depend on the data: layout,
+// pools, DMA connections and compiled core programs, built once. A run copies
+// it and binds the copy to that run's tile memories.
+std::shared_ptr<const PreparedDesign> Simulator::prepare(const Design& design) const {
   validate(design, spec_, *registry_);
+  std::shared_ptr<PreparedDesign> p(new PreparedDesign(design, id_));
+  p->layouts_.reserve(p->design_.launches.size());
+  for (const auto& launch : p->design_.launches) {
+    p->layouts_.push_back(layout_launch(launch, spec_));
+    auto st = std::make_shared<sim::LaunchState>();
+    st->design = &p->design_;
+    st->launch = &launch;
+    st->spec = &spec_;
+    st->layout = &p->layouts_.back();
+    st->stats.name = launch.name;
+    build_pools(*st);
+    sim::build_connections(*st);
+    sim::compile_cores(*st, *registry_);
+    st->spec = nullptr;  // bound per run: this simulator may be copied or moved
+    p->launches_.push_back(std::move(st));
+  }
+  return p;
+}
+
+SimStats Simulator::run(const Design& design, HostMemory& host) const { return run(*prepare(design), host); }
+
+SimStats Simulator::run(const PreparedDesign& prepared, HostMemory& host) const {
+  if (prepared.owner_ != id_)
+    throw_error<InternalError>("design '{}' was prepared by another simulator (spec or kernel registry may differ)",
+                               prepared.design_.name);
+  const Design& design = prepared.design_;
   prepare_host(design, host);
   SimStats stats;
   // Tile memories persist across the launches of one dispatch (reconfiguring
-  // the array does not clear them), so stale data stays visible.
+  // the array does not clear them), so stale data stays visible. Each run
+  // starts them empty (grow_memory poisons what a launch uses); the vectors
+  // keep their capacity from this thread's previous run, which spares a
+  // malloc and fresh page faults per tile per dispatch.
+  thread_local std::map<TileCoord, std::vector<std::byte>> arena;
   std::map<TileCoord, std::vector<std::byte>> mem;
-  for (const auto& launch : design.launches) {
-    sim::LaunchState st;
-    st.design = &design;
-    st.launch = &launch;
+  mem.swap(arena);  // a nested run on this thread finds the arena empty, not in use
+  struct GiveBack {
+    std::map<TileCoord, std::vector<std::byte>>& mem;
+    ~GiveBack() { arena.swap(mem); }
+  } give_back{mem};
+  for (auto& [t, bytes] : mem) bytes.clear();
+  for (const auto& ready : prepared.launches_) {
+    sim::LaunchState st = *ready;
     st.spec = &spec_;
     st.host = &host;
-    st.layout = layout_launch(launch, spec_);
-    st.stats.name = launch.name;
-    build_pools(st, mem);
-    sim::build_connections(st);
-    sim::compile_cores(st, *registry_, mem);
+    grow_memory(*st.layout, mem);
+    sim::bind_memory(st, mem);
     schedule(st);
     for (const auto& c : st.cores) st.stats.tiles[c.tile] = c.stats;
     stats.launches.push_back(std::move(st.stats));

@@ -12,13 +12,12 @@ struct Compiler {
   LaunchState& st;
   CoreState& cs;
   const KernelRegistry& registry;
-  std::map<TileCoord, std::vector<std::byte>>& mem;
 
   int port(const std::string& fifo, bool produce) {
     for (size_t i = 0; i < cs.ports.size(); ++i)
       if (cs.ports[i].fifo == fifo && cs.ports[i].produce == produce) return static_cast<int>(i);
-    auto it = st.layout.endpoint_pool.find({fifo, cs.tile});
-    if (it == st.layout.endpoint_pool.end()) return -1;
+    auto it = st.layout->endpoint_pool.find({fifo, cs.tile});
+    if (it == st.layout->endpoint_pool.end()) return -1;
     // Compute-tile pools have one writer and one reader cursor each.
     cs.ports.push_back({fifo, produce, it->second, 0, 0});
     return static_cast<int>(cs.ports.size() - 1);
@@ -41,10 +40,10 @@ struct Compiler {
     if (is_end(r.name, false)) a.consume_port = port(r.name, false);
     if (is_end(r.name, true)) a.produce_port = port(r.name, true);
     if (a.consume_port < 0 && a.produce_port < 0) {
-      int64_t addr = st.layout.buffer_address.at({r.name, cs.tile});
+      a.buffer = true;
+      a.address = st.layout->buffer_address.at({r.name, cs.tile});
       for (const auto& b : st.launch->buffers)
         if (b.name == r.name && b.tile == cs.tile) a.bytes = b.bytes;
-      a.ptr = mem.at(cs.tile).data() + addr;
     }
     return a;
   }
@@ -89,7 +88,7 @@ void call(LaunchState& st, CoreState& cs, const Instr& in) {
   std::vector<std::span<std::byte>> spans;
   spans.reserve(in.args.size());
   for (const Arg& a : in.args) {
-    if (a.ptr) {
+    if (a.buffer) {
       spans.emplace_back(a.ptr, a.bytes);
       continue;
     }
@@ -115,12 +114,25 @@ void call(LaunchState& st, CoreState& cs, const Instr& in) {
 
 }  // namespace
 
-void compile_cores(LaunchState& st, const KernelRegistry& registry, std::map<TileCoord, std::vector<std::byte>>& mem) {
+void compile_cores(LaunchState& st, const KernelRegistry& registry) {
   for (const auto& core : st.launch->cores) {
     CoreState cs;
     cs.tile = core.tile;
-    Compiler{st, cs, registry, mem}.emit(core.program);
+    Compiler{st, cs, registry}.emit(core.program);
     st.cores.push_back(std::move(cs));
+  }
+}
+
+void bind_memory(LaunchState& st, std::map<TileCoord, std::vector<std::byte>>& mem) {
+  for (auto& p : st.pools) p.base = mem.at(p.tile).data() + p.address;
+  for (auto& c : st.cores) {
+    std::byte* base = nullptr;
+    for (auto& in : c.code)
+      for (auto& a : in.args)
+        if (a.buffer) {
+          if (base == nullptr) base = mem.at(c.tile).data();
+          a.ptr = base + a.address;
+        }
   }
 }
 

@@ -84,13 +84,13 @@ int channel_index(const LaunchState& st, TileCoord t, bool s2mm, const std::stri
 // Writer / reader cursor of `fifo` on the pool of its end at `tile`.
 PoolEnd pool_end(const LaunchState& st, const Fifo& f, TileCoord tile, bool s2mm, const AccessPattern& pattern) {
   PoolEnd e;
-  e.pool = st.layout.endpoint_pool.at({f.name, tile});
-  const ObjectPool& op = st.layout.pools[e.pool];
+  e.pool = st.layout->endpoint_pool.at({f.name, tile});
+  const ObjectPool& op = st.layout->pools[e.pool];
   if (op.link >= 0) {
     const Link& k = st.launch->links[op.link];
     const auto& names = s2mm ? k.inputs : k.outputs;
     e.cursor = static_cast<int>(std::find(names.begin(), names.end(), f.name) - names.begin());
-    e.offset = st.layout.link_offset.at({f.name, tile});
+    e.offset = st.layout->link_offset.at({f.name, tile});
   }
   e.object_bytes = f.object_bytes;
   e.pattern = pattern;
@@ -113,18 +113,36 @@ const HostBuffer& host_info(const LaunchState& st, const std::string& name) {
   throw_error<InternalError>("host buffer '{}' vanished after validation", name);
 }
 
+// Does a from_device task of this launch land in host buffer `name`? Then a
+// to_device task must snapshot it when it starts, as gather does.
+bool written_by_device(const LaunchState& st, const std::string& name) {
+  for (const auto& t : st.launch->sequence)
+    if (!t.to_device && t.host_buffer == name) return true;
+  return false;
+}
+
 // Starts the next task when idle; a to_device task gathers its whole stream.
 bool shim_ready(LaunchState& st, ShimQueue& q, bool to_device) {
   if (q.active) return true;
   if (q.next >= q.tasks.size()) return false;
   const DmaTask& t = *q.tasks[q.next];
   const HostBuffer& h = host_info(st, t.host_buffer);
-  q.staging.resize(detail::stream_bytes(t.pattern, h.bytes, h.elem_bytes));
+  q.size = detail::stream_bytes(t.pattern, h.bytes, h.elem_bytes);
   q.pos = 0;
   q.active = true;
+  q.direct = nullptr;
   if (to_device) {
-    gather((*st.host)[h.name].data(), t.pattern, h.elem_bytes, h.bytes, q.staging.data());
-    st.stats.ddr_read_bytes += static_cast<int64_t>(q.staging.size());
+    std::byte* host = (*st.host)[h.name].data();
+    const int64_t at = written_by_device(st, h.name) ? -1 : contiguous_offset(t.pattern, h.elem_bytes, h.bytes);
+    if (at >= 0) {
+      q.direct = host + at;
+    } else {
+      q.staging.resize(q.size);
+      gather(host, t.pattern, h.elem_bytes, h.bytes, q.staging.data());
+    }
+    st.stats.ddr_read_bytes += q.size;
+  } else {
+    q.staging.resize(q.size);
   }
   return true;
 }
@@ -142,6 +160,12 @@ void gather(const std::byte* region, const AccessPattern& p, int elem_bytes, int
 
 void scatter(std::byte* region, const AccessPattern& p, int elem_bytes, int64_t region_bytes, const std::byte* stream) {
   copy_pattern<false>(region, p, elem_bytes, region_bytes, const_cast<std::byte*>(stream));
+}
+
+int64_t contiguous_offset(const AccessPattern& p, int elem_bytes, int64_t region_bytes) {
+  if (p.repeat != 1) return -1;
+  Runs r = normalize(p, elem_bytes, region_bytes);
+  return r.sizes.empty() ? r.offset : -1;
 }
 
 int64_t Pool::min_written() const { return *std::min_element(written.begin(), written.end()); }
@@ -169,7 +193,6 @@ void build_connections(LaunchState& st) {
         c.sinks.push_back(pool_end(st, f, t, true, i < f.consumer_patterns.size() ? f.consumer_patterns[i] : AccessPattern{}));
       }
     }
-    c.temp.resize(c.chunk);
     st.conns.push_back(std::move(c));
   }
 }
@@ -195,7 +218,7 @@ bool run_connection(LaunchState& st, Connection& c) {
 
     const std::byte* data;
     if (c.shim_source) {
-      data = c.source_q.staging.data() + c.source_q.pos;
+      data = c.source_q.stream() + c.source_q.pos;
       if (c.source_q.channel >= 0) st.stats.channels[c.source_q.channel].bytes += c.chunk;
     } else {
       Pool& p = st.pools[c.source.pool];
@@ -203,6 +226,7 @@ bool run_connection(LaunchState& st, Connection& c) {
       if (c.source.pattern == AccessPattern{}) {
         data = obj;  // contiguous: sinks copy straight from the slot
       } else {
+        c.temp.resize(c.chunk);
         gather(obj, c.source.pattern, c.source.elem_bytes, c.source.object_bytes, c.temp.data());
         data = c.temp.data();
       }
@@ -223,11 +247,11 @@ bool run_connection(LaunchState& st, Connection& c) {
       std::memcpy(q.staging.data() + q.pos, data, c.chunk);
       if (q.channel >= 0) st.stats.channels[q.channel].bytes += c.chunk;
       q.pos += c.chunk;
-      if (q.pos == static_cast<int64_t>(q.staging.size())) {  // task complete: land it in DDR
+      if (q.pos == q.size) {  // task complete: land it in DDR
         const DmaTask& t = *q.tasks[q.next];
         const HostBuffer& h = host_info(st, t.host_buffer);
         scatter((*st.host)[h.name].data(), t.pattern, h.elem_bytes, h.bytes, q.staging.data());
-        st.stats.ddr_write_bytes += static_cast<int64_t>(q.staging.size());
+        st.stats.ddr_write_bytes += q.size;
         q.active = false;
         ++q.next;
       }
@@ -235,7 +259,7 @@ bool run_connection(LaunchState& st, Connection& c) {
     if (c.shim_source) {
       ShimQueue& q = c.source_q;
       q.pos += c.chunk;
-      if (q.pos == static_cast<int64_t>(q.staging.size())) q.active = false, ++q.next;
+      if (q.pos == q.size) q.active = false, ++q.next;
     } else if (++c.repeat_sent == group * repeats) {
       st.pools[c.source.pool].read[c.source.cursor] += group;
       c.repeat_sent = 0;

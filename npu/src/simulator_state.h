@@ -2,6 +2,7 @@
 // Internal: the runtime state of one simulated launch (simulator*.cpp).
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,9 @@ namespace tessera::npu::sim {
 // that are contiguous in memory are merged and moved with one memcpy each.
 void gather(const std::byte* region, const AccessPattern& p, int elem_bytes, int64_t region_bytes, std::byte* stream);
 void scatter(std::byte* region, const AccessPattern& p, int elem_bytes, int64_t region_bytes, const std::byte* stream);
+// The byte offset of `p` in its region when its whole stream is one
+// contiguous run read once (no repeat), else -1.
+int64_t contiguous_offset(const AccessPattern& p, int elem_bytes, int64_t region_bytes);
 
 // A ring of `depth` object slots; object n lives in slot n % depth. Writers and
 // readers each keep a cursor (objects completed); an object is readable when
@@ -22,7 +26,8 @@ struct Pool {
   std::string name;
   TileCoord tile;
   TileKind kind = TileKind::compute;
-  std::byte* base = nullptr;
+  int64_t address = 0;      // in the tile's memory
+  std::byte* base = nullptr;  // bound per run (bind_memory)
   int depth = 1;
   int64_t slot_bytes = 0;
   std::vector<int64_t> written, read;
@@ -46,13 +51,48 @@ struct PoolEnd {
 };
 
 // The host side of a FIFO's shim end: its DmaTasks in sequence order.
+// A byte buffer that grows without zero-filling: every byte of a staged
+// stream is written (gather, or the chunks of a from_device task) before it
+// is read, and zero-filling a weight's stream cost as much as copying it.
+class StreamBuffer {
+ public:
+  // A copy (of a prepared launch's template state) starts empty: the bytes
+  // are per-run scratch, never state.
+  StreamBuffer() = default;
+  StreamBuffer(const StreamBuffer&) {}
+  StreamBuffer& operator=(const StreamBuffer&) { return *this; }
+  StreamBuffer(StreamBuffer&&) = default;
+  StreamBuffer& operator=(StreamBuffer&&) = default;
+
+  std::byte* data() { return bytes_.get(); }
+  const std::byte* data() const { return bytes_.get(); }
+  int64_t size() const { return size_; }
+  void resize(int64_t n) {
+    if (n > capacity_) {
+      bytes_.reset(new std::byte[static_cast<size_t>(n)]);
+      capacity_ = n;
+    }
+    size_ = n;
+  }
+
+ private:
+  std::unique_ptr<std::byte[]> bytes_;
+  int64_t size_ = 0, capacity_ = 0;
+};
+
 struct ShimQueue {
   std::vector<const DmaTask*> tasks;
   size_t next = 0;               // task being served
   bool active = false;
-  std::vector<std::byte> staging;  // the task's whole stream
+  StreamBuffer staging;  // the task's whole stream, unless `direct`
+  // to_device task whose pattern is one contiguous run of a host buffer that
+  // no from_device task of the launch writes: its stream is the host bytes
+  // themselves, read in place instead of gathered into `staging` first.
+  const std::byte* direct = nullptr;
+  int64_t size = 0;  // stream bytes of the active task
   int64_t pos = 0;
   int channel = -1;
+  const std::byte* stream() const { return direct ? direct : staging.data(); }
 };
 
 // The DMA path of one FIFO: one source, a set of sinks (broadcast).
@@ -67,13 +107,15 @@ struct Connection {
   ShimQueue sink_q;
   int64_t moved = 0;
   int64_t repeat_sent = 0;  // transfers of the current repeat group (Fifo::repeat)
-  std::vector<std::byte> temp;
+  StreamBuffer temp;        // one gathered object (sized on first use per run)
 };
 
 struct Arg {
   int consume_port = -1, produce_port = -1;  // fifo object, or both -1 for a buffer
   int64_t index = 0;
-  std::byte* ptr = nullptr;  // local buffer
+  bool buffer = false;       // a local buffer at `address` of the core's tile
+  int64_t address = 0;
+  std::byte* ptr = nullptr;  // the buffer, bound per run (bind_memory)
   int64_t bytes = 0;
   std::string text;
 };
@@ -111,7 +153,7 @@ struct LaunchState {
   const Design* design = nullptr;
   const Launch* launch = nullptr;
   const DeviceSpec* spec = nullptr;
-  LaunchLayout layout;
+  const LaunchLayout* layout = nullptr;  // PreparedDesign's, for this launch
   std::vector<Pool> pools;
   std::vector<Connection> conns;
   std::vector<CoreState> cores;
@@ -120,7 +162,10 @@ struct LaunchState {
 };
 
 // simulator_core.cpp
-void compile_cores(LaunchState& st, const KernelRegistry& registry, std::map<TileCoord, std::vector<std::byte>>& mem);
+void compile_cores(LaunchState& st, const KernelRegistry& registry);
+// Points pools and local-buffer arguments of a copied LaunchState at this
+// run's tile memories (each already grown to the layout's highest byte).
+void bind_memory(LaunchState& st, std::map<TileCoord, std::vector<std::byte>>& mem);
 bool run_core(LaunchState& st, CoreState& core);  // true if it made progress
 std::string describe_blocked(const LaunchState& st, const CoreState& core);
 

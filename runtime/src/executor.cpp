@@ -221,7 +221,8 @@ void take_packed(const Launch& l, size_t input, const PackedValue& v, npu::HostM
 // One launch of an NPU step: weights swapped in, activations packed (or taken
 // as the producer's bytes when the layouts match), the design simulated.
 void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
-                    compiler::PackedWeights& weights, const npu::Simulator& sim, size_t step) {
+                    compiler::PackedWeights& weights, Executor& exec, const npu::Simulator& sim,
+                    size_t step) {
   TESSERA_CHECK(l.op != nullptr, "executor: NPU step {} has no built op", l.name);
   const kernels::BuiltOp& op = *l.op;
   TESSERA_CHECK(op.inputs.size() == node.inputs.size() && op.outputs.size() == 1,
@@ -258,8 +259,9 @@ void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
     }
     op.pack(i, v, host);
   }
+  // A patched design depends on the packed values: validated on every run.
   if (op.patch) sim.run(op.patch(op.design, host), host);
-  else sim.run(op.design, host);
+  else sim.run(exec.prepared(l.op), host);
   if (values.wants_values(l.name, l.out_layout)) values.put(l.name, step, op.unpack(0, host));
   if (values.wants_packed(l.name, l.out_layout)) {
     PackedValue pv{l.out_layout, {}};
@@ -290,15 +292,25 @@ std::vector<float> run_host_step(const Launch& l, const Node& node, const ValueS
                              "embedding, kv_append, argmax)", l.name, op);
 }
 
+// The simulator looks kernels up in the global registry: fill it first.
+const npu::DeviceSpec& with_tile_kernels(const npu::DeviceSpec& spec) {
+  kernels::ensure_tile_kernels_registered();
+  return spec;
+}
+
 }  // namespace
 
 Executor::Executor(const npu::DeviceSpec& spec, compiler::PackedWeights& weights)
-    : spec_(spec), weights_(&weights) {}
+    : spec_(spec), weights_(&weights), sim_(with_tile_kernels(spec_)) {}
+
+const npu::PreparedDesign& Executor::prepared(const std::shared_ptr<const kernels::BuiltOp>& op) {
+  auto it = prepared_.find(op.get());
+  if (it == prepared_.end()) it = prepared_.emplace(op.get(), std::pair(op, sim_.prepare(op->design))).first;
+  return *it->second.second;
+}
 
 ExecResult Executor::run(const Plan& plan, const Values& inputs, const std::set<std::string>* keep,
                          const std::function<void(size_t, size_t)>& progress, int64_t last_row) {
-  kernels::ensure_tile_kernels_registered();
-  const npu::Simulator sim(spec_);
   ValueStore values(plan, inputs, keep, last_row);
   ExecResult result;
   const auto t_run = Clock::now();
@@ -311,7 +323,7 @@ ExecResult Executor::run(const Plan& plan, const Values& inputs, const std::set<
       TESSERA_CHECK(l.node < plan.graph.nodes.size(), "executor: step {} names node {} of {}",
                     l.name, l.node, plan.graph.nodes.size());
       const Node& node = plan.graph.nodes[l.node];
-      if (step.kind == StepKind::npu) run_npu_launch(l, node, values, *weights_, sim, i);
+      if (step.kind == StepKind::npu) run_npu_launch(l, node, values, *weights_, *this, sim_, i);
       else values.put(node.output.str(), i, run_host_step(l, node, values, *weights_));
     }
     values.release(plan, step, i);

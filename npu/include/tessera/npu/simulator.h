@@ -10,9 +10,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "tessera/npu/allocator.h"
 #include "tessera/npu/design.h"
 #include "tessera/npu/device_spec.h"
 #include "tessera/npu/errors.h"
@@ -55,6 +57,27 @@ struct SimStats {
   int64_t macs() const;
 };
 
+namespace sim {
+struct LaunchState;  // simulator_state.h
+}
+
+// A design validated against one simulator's spec and registry, with every
+// launch's memory layout already allocated: the part of a run that does not
+// depend on the data, done once for a design that runs many times (a decode
+// step runs the same designs every token). Holds its own copy of the design.
+class PreparedDesign {
+ public:
+  const Design& design() const { return design_; }
+
+ private:
+  friend class Simulator;
+  PreparedDesign(Design d, uint64_t owner) : design_(std::move(d)), owner_(owner) {}
+  Design design_;
+  std::vector<LaunchLayout> layouts_;  // by launch
+  std::vector<std::shared_ptr<const sim::LaunchState>> launches_;  // by launch, unbound
+  uint64_t owner_;                      // Simulator::id_ of the simulator that validated it
+};
+
 class Simulator {
  public:
   explicit Simulator(const DeviceSpec& spec,
@@ -62,10 +85,15 @@ class Simulator {
   // Validates the design first; host buffers missing from `host` are created
   // zero-filled, existing ones must have exactly HostBuffer::bytes.
   SimStats run(const Design& design, HostMemory& host) const;
+  // Validates and lays out once (DesignError as run()); the result runs only
+  // on this simulator or its copies (same spec and registry).
+  std::shared_ptr<const PreparedDesign> prepare(const Design& design) const;
+  SimStats run(const PreparedDesign& prepared, HostMemory& host) const;
 
  private:
   DeviceSpec spec_;
   const KernelRegistry* registry_;
+  uint64_t id_;
 };
 
 }  // namespace tessera::npu

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -67,9 +68,19 @@ class Executor {
                  const std::function<void(size_t, size_t)>& progress = {},
                  int64_t last_row = -1);
 
+  // The simulator-ready form of a built op's design: validated and laid out
+  // on the first run of the op, reused by every later run (the plan of each
+  // decode token names the same cached ops). Holds the op alive so its
+  // address keys nothing else.
+  const npu::PreparedDesign& prepared(const std::shared_ptr<const kernels::BuiltOp>& op);
+
  private:
   npu::DeviceSpec spec_;
   compiler::PackedWeights* weights_;
+  npu::Simulator sim_;
+  std::map<const kernels::BuiltOp*,
+           std::pair<std::shared_ptr<const kernels::BuiltOp>, std::shared_ptr<const npu::PreparedDesign>>>
+      prepared_;
 };
 
 }  // namespace tessera::runtime

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Host speed of the functional simulator and of the FP32 oracle on this
+# machine (issue 16): for smollm2-135m (the real GGUF when models/ has it,
+# else the synthetic preset) and llama-3.2-1b (synthetic preset), prints
+# simulator decode and prefill tok/s (host wall time of `tessera run`, not the
+# NPU's predicted time), oracle decode tok/s (`tessera generate`), and how far
+# one simulated decode token is from one read of the model's bf16 weights at
+# this machine's read bandwidth, measured in the same run (bench/membw_bench).
+# usage: bench/host_speed.sh [BUILD_DIR] [OUT_DIR] [LLAMA_LAYERS (0 = all)] [TOKENS]
+set -uo pipefail
+build="${1:-build}"
+out="${2:-$(mktemp -d)}"
+llama_layers="${3:-0}"
+tokens="${4:-16}"
+src="$(cd "$(dirname "$0")/.." && pwd)"
+bin="$build/cli/tessera"
+prompt="The quick brown fox jumps over the lazy dog because it was late for dinner"
+mkdir -p "$out"
+[ -x "$bin" ] || { echo "no $bin: build first" >&2; exit 2; }
+[ -x "$build/bench/membw_bench" ] || { echo "no $build/bench/membw_bench: build the bench targets" >&2; exit 2; }
+
+gbs=$("$build/bench/membw_bench" --benchmark_format=json 2> /dev/null | python3 -c '
+import json, sys
+print(max(b["bytes_per_second"] for b in json.load(sys.stdin)["benchmarks"]) / 1e9)')
+echo "host memory read bandwidth: $(printf %.1f "$gbs") GB/s (bench/membw_bench, best of 1 and 2 threads)"
+printf '%-14s %6s %9s %11s %11s %11s %11s %9s\n' model layers "bf16 MB" "sim dec/s" "sim pre/s" \
+  "oracle dec/s" "s/tok sim" "x 1 read"
+
+row() {  # row NAME LAYERS SOURCE-ARGS... : deploy through phase 2, run, generate
+  local name="$1" layers="$2"; shift 2
+  local dir="$out/$name-$layers"
+  local args=(deploy --out "$dir" --until 2 "$@")
+  [ "$layers" != "0" ] && args+=(--layers "$layers")
+  "$bin" "${args[@]}" > "$dir.deploy.out" 2> "$dir.deploy.err" ||
+    { echo "$name: deploy failed: $(tail -2 "$dir.deploy.err")"; return; }
+  "$bin" run "$dir" -p "$prompt" -n "$tokens" > /dev/null 2> "$dir.run.err" ||
+    { echo "$name: run failed: $(tail -2 "$dir.run.err")"; return; }
+  local oracle_src="$dir/source"
+  [ -e "$oracle_src" ] || oracle_src="$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r.get("source",""))' "$dir/manifest.json" 2> /dev/null)"
+  [ -n "$ORACLE_SRC" ] && oracle_src="$ORACLE_SRC"
+  "$bin" generate -m "$oracle_src" -p "$prompt" -n "$tokens" > /dev/null 2> "$dir.gen.err" ||
+    echo "$name: oracle generate -m $oracle_src failed: $(tail -1 "$dir.gen.err")" >&2
+  "$bin" inspect "$oracle_src" > "$dir.inspect" 2>&1 || echo "$name: inspect $oracle_src failed" >&2
+  python3 - "$name" "$layers" "$dir" "$gbs" <<'PY'
+import re, sys
+name, layers, d, gbs = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+run = open(d + ".run.err").read()
+m = re.search(r"prompt (\d+) tokens .*?host ([0-9.]+) s; decode: (\d+) steps.*?host ([0-9.]+) s/token", run)
+n, pre_s, steps, dec_s = int(m.group(1)), float(m.group(2)), int(m.group(3)), float(m.group(4))
+gen = open(d + ".gen.err").read()
+g = re.search(r"\((\d+\.\d+) tok/s\)(, stopped.*)?$", gen.strip().splitlines()[-1]) if gen.strip() else None
+oracle = f"{float(g.group(1)):.2f}" if g else "-"
+# One decode token reads every weight once (the tied LM head is the table).
+bf16 = 2 * int(re.search(r"parameters:\s+([0-9,]+)", open(d + ".inspect").read()).group(1).replace(",", ""))
+read_s = bf16 / (gbs * 1e9)
+f = lambda s: f"{1 / s:.2f}" if s > 0 else "-"
+print(f"{name:<14} {layers if layers != '0' else 'all':>6} {bf16 / 1e6:9.0f} {f(dec_s):>11} "
+      f"{n / pre_s if pre_s > 0 else 0:11.2f} {oracle:>11} {dec_s:11.3f} {dec_s / read_s:9.1f}")
+PY
+}
+
+ORACLE_SRC=""
+gguf="$src/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [ -f "$gguf" ]; then
+  ORACLE_SRC="$gguf"
+  row smollm2-135m 0 -m "$gguf"
+else
+  row smollm2-135m 0 --preset smollm2-135m
+fi
+ORACLE_SRC=""
+row llama-3.2-1b "$llama_layers" --preset llama-3.2-1b
+echo "deployments in $out; 'x 1 read' = simulator host seconds per decode token / (bf16 bytes / bandwidth)"
