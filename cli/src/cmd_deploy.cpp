@@ -77,14 +77,12 @@ int run(const DeployArgs& a) {
   }
   if (!rep.passed()) throw_error<GateError>("deploy: {} failed {}", rep.model, rep.failure());
   if (!a.json) {
-    std::printf("PASS: %s deployed to %s (report.json, report.html, evaluation.md, plan.md, issues.md)
-",
+    std::printf("PASS: %s deployed to %s (report.json, report.html, evaluation.md, plan.md, issues.md)\n",
                 rep.model.c_str(), a.out.c_str());
     // Memory is what limits which models deploy on a machine (issue 16).
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
-    std::printf("peak RSS %.0f MB
-", static_cast<double>(ru.ru_maxrss) / 1024.0);
+    std::printf("peak RSS %.0f MB\n", static_cast<double>(ru.ru_maxrss) / 1024.0);
   }
   return 0;
 }
