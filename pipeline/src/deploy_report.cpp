@@ -19,7 +19,8 @@ nlohmann::json threshold_json(const Threshold& t) {
   return {{"op", t.op}, {"max_rel", t.max_rel}, {"mean_rel", t.mean_rel},
           {"min_pearson", t.min_pearson}, {"min_cosine", t.min_cosine}, {"reason", t.reason},
           {"noise", {{"enabled", t.noise.enabled}, {"elem_roundings", t.noise.elem_roundings},
-                     {"row_roundings", t.noise.row_roundings}, {"row_width", t.noise.row_width}}}};
+                     {"row_roundings", t.noise.row_roundings}, {"row_width", t.noise.row_width},
+                     {"path", t.noise.path}}}};
 }
 
 std::string fig(double v, const char* f = "{:.3g}") {

@@ -90,6 +90,21 @@ double rule_value(const std::vector<GateRule>& table, const std::string& name) {
   throw_error<InternalError>("no gate rule '{}' (deploy_thresholds.cpp)", name);
 }
 
+// The source weights reach the NPU rounded to bf16 when they are packed (the
+// oracle computes with them as given: FP32, or dequantized GGUF values that
+// bf16 need not hold), one more rounding per weight input: of each summand of
+// a linear (row kind, like a rounded input), of each element an elementwise
+// weight scales or a gather copies (elem kind). bf16-exact weights make this
+// an overestimate by at most one rounding, never a false failure.
+namespace {
+std::pair<double, double> weight_roundings(const compiler::Node& n) {
+  double elem = 0, row = 0;
+  for (const compiler::ValueRef& r : n.inputs)
+    if (r.kind == compiler::ValueKind::weight) (n.shape.op == "linear" ? row : elem) += 1;
+  return {elem, row};
+}
+}  // namespace
+
 std::map<std::string, Threshold> block_thresholds(const compiler::Graph& g) {
   // Squared max / mean budgets of every activation produced so far, and the
   // roundings (stat_rules() "path_roundings") that reached it.
@@ -115,11 +130,14 @@ std::map<std::string, Threshold> block_thresholds(const compiler::Graph& g) {
     const std::string name = n.output.str();
     sq[name] = {m2, a2};
     const double gain = stat_rule("path_roundings");
-    roundings[name] = gain * in_round + op.noise.elem_roundings + op.noise.row_roundings;
+    const auto [w_elem, w_row] = weight_roundings(n);
+    roundings[name] = gain * in_round + op.noise.elem_roundings + op.noise.row_roundings + w_elem + w_row;
     Threshold t;
     t.noise = op.noise;
     t.noise.exact_bf16 = false;  // exact only on bf16 inputs (phase 1), not after a path
-    t.noise.row_roundings = gain * in_round + op.noise.row_roundings;
+    t.noise.path = true;
+    t.noise.elem_roundings += w_elem;
+    t.noise.row_roundings = gain * in_round + op.noise.row_roundings + w_row;
     t.op = n.shape.op;
     t.max_rel = std::sqrt(m2);
     t.mean_rel = std::sqrt(a2);

@@ -49,6 +49,7 @@ Phase3Logits phase3_logits(const fs::path& out) {
     p.noise.enabled = n.at("enabled").get<bool>();
     p.noise.elem_roundings = n.at("elem_roundings").get<double>();
     p.noise.row_roundings = n.at("row_roundings").get<double>();
+    p.noise.path = n.value("path", true);
   }
   p.max_abs = j.at("details").at("logits_max_abs").get<double>();
   return p;
