@@ -100,6 +100,14 @@ PhaseResult phase_from_json(const nlohmann::json& j) {
     const auto& t = c.at("threshold");
     g.threshold = {t.value("op", ""), t.value("max_rel", 0.0), t.value("mean_rel", 0.0),
                    t.value("min_pearson", 1.0), t.value("min_cosine", 1.0), t.value("reason", "")};
+    if (t.contains("noise")) {  // every field threshold_json writes: report.json is audited against it
+      const auto& n = t.at("noise");
+      g.threshold.noise.enabled = n.value("enabled", false);
+      g.threshold.noise.elem_roundings = n.value("elem_roundings", 0.0);
+      g.threshold.noise.row_roundings = n.value("row_roundings", 0.0);
+      g.threshold.noise.row_width = n.value("row_width", int64_t{0});
+      g.threshold.noise.path = n.value("path", false);
+    }
     r.checks.push_back(std::move(g));
   }
   return r;

@@ -106,6 +106,18 @@ Metrics metrics_from_json(const nlohmann::json& m) {
   x.worst_index = m.value("worst_index", int64_t{-1});
   x.worst_ref = num("worst_ref", 0);
   x.worst_got = num("worst_got", 0);
+  x.has_stats = m.contains("bias_z");
+  if (x.has_stats) {
+    x.bias_z = num("bias_z", 0);
+    x.mag_bias_z = num("mag_bias_z", 0);
+    x.slope = num("slope", 1);
+    x.slope_z = num("slope_z", 0);
+    x.intercept_z = num("intercept_z", 0);
+    x.row_slope_z = num("row_slope_z", 0);
+    x.worst_slope_row = m.value("worst_slope_row", int64_t{-1});
+    x.var_ratio = num("var_ratio", 0);
+    x.bf16_mismatches = m.value("bf16_mismatches", int64_t{0});
+  }
   return x;
 }
 

@@ -55,22 +55,6 @@ Phase3Logits phase3_logits(const fs::path& out) {
   return p;
 }
 
-// The tie margin of one step: the two logits' errors are independent with the
-// predicted sd of each (the rounding model at this row's rms and max), so
-// their difference has sd sqrt(2) sd; a gap beyond margin_sigmas of those
-// cannot flip without a bug. Never below one bf16 spacing of the largest logit.
-double tie_margin(const std::vector<float>& ref, const NoiseModel& nm) {
-  double ss = 0, mx = 0;
-  for (float v : ref) {
-    ss += static_cast<double>(v) * v;
-    mx = std::max(mx, std::fabs(static_cast<double>(v)));
-  }
-  const double ur = bf16_rms_rounding(), rms = std::sqrt(ss / static_cast<double>(ref.size()));
-  const double sd = ur * std::sqrt(nm.row_roundings * rms * rms + nm.elem_roundings * mx * mx);
-  const auto& rules = phase6_rules();
-  return std::max(rule_value(rules, "margin_sigmas") * std::sqrt(2.0) * sd,
-                  rule_value(rules, "margin_floor_u") * u * mx);
-}
 
 // Runtime-path coverage: the session's prefill computes the phase-2 prompt
 // through the same executor, host ops and session inputs (RoPE table, KV
@@ -95,6 +79,31 @@ void session_tap_checks(Context& ctx, const runtime::Session& s, PhaseResult& r)
 }
 
 }  // namespace
+
+}  // namespace tessera::pipeline::detail
+
+namespace tessera::pipeline {
+
+// The tie margin of one step: the two logits' errors are independent with the
+// predicted sd of each (the rounding model at this row's rms and max), so
+// their difference has sd sqrt(2) sd; a gap beyond margin_sigmas of those
+// cannot flip without a bug. Never below one bf16 spacing of the largest logit.
+double tie_margin(const std::vector<float>& ref, const NoiseModel& nm) {
+  double ss = 0, mx = 0;
+  for (float v : ref) {
+    ss += static_cast<double>(v) * v;
+    mx = std::max(mx, std::fabs(static_cast<double>(v)));
+  }
+  const double ur = bf16_rms_rounding(), rms = std::sqrt(ss / static_cast<double>(ref.size()));
+  const double sd = ur * std::sqrt(nm.row_roundings * rms * rms + nm.elem_roundings * mx * mx);
+  const auto& rules = phase6_rules();
+  return std::max(rule_value(rules, "margin_sigmas") * std::sqrt(2.0) * sd,
+                  rule_value(rules, "margin_floor_u") * std::ldexp(1.0, -8) * mx);  // bf16 u
+}
+
+}  // namespace tessera::pipeline
+
+namespace tessera::pipeline::detail {
 
 PhaseResult run_phase6(Context& ctx, std::vector<std::string>&) {
   const auto t0 = Clock::now();

@@ -43,7 +43,7 @@ bool stream_events(Engine& engine, const PreparedRequest& p, const ResponseMeta&
   try {
     const CompletionResult r = engine.run(p, [&](std::string_view piece) {
       // A token that adds no text yet still checks the client is there.
-      if (piece.empty() && !first) return ok && sink.is_writable();
+      if (piece.empty() && !first) return ok = ok && sink.is_writable();
       write(sse_event(chunk_json(meta, piece, first, nullptr)));
       first = false;
       return ok;

@@ -144,7 +144,7 @@ grep -q '^data: {' "$tmp/cut.txt" || fail "no chunk before the disconnect"
 code=$(post /v1/completions '{"prompt":"after","max_tokens":3}' "$tmp/after.json")
 [ "$code" = 200 ] || fail "after a disconnect: HTTP $code"
 for _ in $(seq 50); do grep -q "client gone" "$tmp/serve.err" && break; sleep 0.1; done
-grep -q "client gone, generation stopped" "$tmp/serve.err" || fail "no sign the generation stopped"
+grep -q "client gone, generation stopped" "$tmp/serve.err" || fail "no sign the generation stopped: $(tail -5 "$tmp/serve.err")"
 
 kill "$pid"; wait "$pid"; rc=$?
 pid=""

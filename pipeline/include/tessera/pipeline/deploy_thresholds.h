@@ -40,4 +40,10 @@ double layer_cosine_loss(const compiler::Graph& one_layer);
 // loss, prev_cos - loss) (prev_cos = 1 for the floor alone).
 Threshold depth_threshold(const Threshold& block, double loss, double blocks, double prev_cos = 1);
 
+// Phase 6's tie margin for one step's logits `ref`: margin_sigmas x sqrt(2) x
+// the rounding model's sd of one logit error (noise: phase 3's logits
+// threshold), never below margin_floor_u bf16 spacings of the largest logit.
+// Derived before the run: a deployment's own measured error never widens it.
+double tie_margin(const std::vector<float>& ref, const NoiseModel& noise);
+
 }  // namespace tessera::pipeline
