@@ -71,7 +71,10 @@ for p in $presets; do
     rc=$?
     IFS=$'\t' read -r phase check why < <(verdict "$d/report.json")
     total=$((total + 1))
-    if [ "$rc" -eq 5 ]; then caught=$((caught + 1)); c=yes
+    # Phase 7 refusing a deployment because it was made with a planted bug
+    # is bookkeeping, not a gate catching the bug: the mutant survived.
+    if [ "$rc" -eq 5 ] && [ "$phase" = 7 ] && [[ "$why" == *"planted bug"* ]]; then c=NO; status=1
+    elif [ "$rc" -eq 5 ]; then caught=$((caught + 1)); c=yes
     elif [ "$rc" -eq 0 ]; then c=NO; status=1
     else c="err$rc"; caught=$((caught + 1)); why="$(tail -1 "$d.log" | cut -c1-110)"; fi
     printf "%-24s %-14s %-7s %-5s %-26s %s\n" "$m" "$p" "$c" "$phase" "$check" "$why"
