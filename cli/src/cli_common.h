@@ -8,13 +8,24 @@
 #include <string>
 #include <string_view>
 
+#include <CLI/CLI.hpp>
+
 #include "tessera/core/error.h"
 #include "tessera/model/chat_template.h"
 #include "tessera/model/tokenizer.h"
 #include "tessera/npu/device_spec.h"
+#include "tessera/runtime/sampler.h"
 #include "tessera/runtime/text_stream.h"
 
 namespace tessera::cli {
+
+// --temperature, --top-k, --top-p and --seed: every generating command samples alike.
+inline void add_sampling_options(CLI::App* sub, runtime::SamplingOptions& s) {
+  sub->add_option("--temperature", s.temperature, "0 = greedy")->capture_default_str();
+  sub->add_option("--top-k", s.top_k, "Keep the K most likely tokens (0 = all)")->capture_default_str();
+  sub->add_option("--top-p", s.top_p, "Nucleus mass to keep (1 = all)")->capture_default_str();
+  sub->add_option("--seed", s.seed, "Sampling seed")->capture_default_str();
+}
 
 // --spec: a preset name (xdna2 | xdna1) or a DeviceSpec JSON file.
 inline npu::DeviceSpec spec_from_arg(const std::string& name) {

@@ -103,13 +103,7 @@ tessera::cli::Action setup(CLI::App& app) {
   sub->add_option("-n,--max-tokens", args->max_tokens, "Tokens to generate at most")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--seed", args->sampling.seed, "Sampling seed")->capture_default_str();
-  sub->add_option("--temperature", args->sampling.temperature, "0 = greedy")
-      ->capture_default_str();
-  sub->add_option("--top-k", args->sampling.top_k, "Keep the K most likely tokens (0 = all)")
-      ->capture_default_str();
-  sub->add_option("--top-p", args->sampling.top_p, "Nucleus mass to keep (1 = all)")
-      ->capture_default_str();
+  tessera::cli::add_sampling_options(sub, args->sampling);
   sub->add_flag("--chat", args->chat,
                 "Send the prompt as a user message in the model's chat template");
   sub->add_flag("--print-ids", args->print_ids, "Also print the generated token ids to stderr");

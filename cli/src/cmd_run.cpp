@@ -83,10 +83,7 @@ tessera::cli::Action setup(CLI::App& app) {
   sub->add_option("-n,--max-tokens", a->max_tokens, "Tokens to generate at most")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--temperature", a->sampling.temperature, "0 = greedy")->capture_default_str();
-  sub->add_option("--top-k", a->sampling.top_k, "Keep the K most likely tokens (0 = all)")->capture_default_str();
-  sub->add_option("--top-p", a->sampling.top_p, "Nucleus mass to keep (1 = all)")->capture_default_str();
-  sub->add_option("--seed", a->sampling.seed, "Sampling seed")->capture_default_str();
+  tessera::cli::add_sampling_options(sub, a->sampling);
   sub->add_option("--bucket", a->bucket, "Prefill shapes: exact | pow2")->capture_default_str();
   sub->add_flag("--chat", a->chat, "Send the prompt as a user message in the model's chat template");
   return [a] { return run(*a); };
