@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # libFuzzer runs of every fuzz target (fuzz/, issue 13) under ASan + UBSan,
 # each for SECONDS (default 600) or, with RUNS set, a fixed number of inputs
-# (the CI smoke). Builds build-fuzz with clang (scripts/setup installs it),
+# (the CI smoke). Builds build-fuzz with clang (scripts/setup --fuzz installs it),
 # starts from the seed corpus tests/data/fuzz/<target>/ (read-only; new inputs
 # go to build-fuzz/corpus/<target>/), and prints executions and coverage per
 # target. A crash leaves build-fuzz/crash-<target>-*: copy it into the seed
@@ -14,7 +14,7 @@ seconds="${1:-600}"
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(config tokenizer safetensors_header device_spec gguf)
-command -v clang++ > /dev/null || { echo "fuzz.sh: clang++ not found (scripts/setup installs it)" >&2; exit 2; }
+command -v clang++ > /dev/null || { echo "fuzz.sh: clang++ not found (scripts/setup --fuzz installs it)" >&2; exit 2; }
 export CCACHE_DIR="${CCACHE_DIR:-/work/.ccache}"
 launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)

@@ -22,6 +22,9 @@ if(TESSERA_SANITIZE)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
+# The sanitizer run skips the `slow` label; it need not build those executables.
+option(TESSERA_SLOW_TESTS "Build the *_slow_test.cpp executables (label slow)" ON)
+
 function(tessera_layer name)
   cmake_parse_arguments(L "" "" "DEPS;PRIVATE_DEPS;TEST_DEPS" ${ARGN})
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/*.cpp)
@@ -47,7 +50,7 @@ function(tessera_layer name)
     if(tsrcs)
       tessera_test_executable(tessera_${name}_tests ${name} "${tsrcs}" "${L_TEST_DEPS}" ${name})
     endif()
-    if(slow_srcs)
+    if(slow_srcs AND TESSERA_SLOW_TESTS)
       # One label only: gtest_discover_tests writes PROPERTIES unquoted, so a
       # list would split into bogus properties.
       tessera_test_executable(tessera_${name}_slow_tests ${name} "${slow_srcs}" "${L_TEST_DEPS}"
