@@ -153,6 +153,21 @@ TEST_P(LinearOnDevice, RowMajorOutputIsExactWithThePanel) {
   EXPECT_EQ(op_builder("linear").build(linear_shape(78, 96, 512), spec, plain).tiles.at("m"), 16);
 }
 
+// Panel + row-major y with more N blocks than an x shim's BDs take one y
+// task each: the launches split the N blocks (each reads its own W blocks),
+// the ragged last M step still re-reads whole rows in its own launches.
+TEST_P(LinearOnDevice, RowMajorOutputSplitsLaunchesByNBlocks) {
+  const TileOptions t{{kRowMajorOutTile, 1}, {"gemm", 1}, {"columns", 2}, {"rows", 2}, {"m", 8},
+                      {"n", 8}, {"k", 64}, {"panel", 1}};
+  const int64_t N = 2 * 8 * (spec.shim.buffer_descriptors + 2);  // NB past one launch
+  check_linear(37, 72, N, spec, t);  // ragged M and K
+  check_linear(32, 64, N, spec, t);
+  LinearPlan p = plan_linear(37, 72, N, spec, t);
+  EXPECT_LT(p.nb_per_launch, p.NB);
+  BuiltOp b = op_builder("linear").build(linear_shape(37, 72, N), spec, t);
+  EXPECT_EQ(b.design.launches.size(), 4u);  // {2 steps, the re-read step} x 2 N groups
+}
+
 TEST_P(LinearOnDevice, RowMajorLayoutRefusesWhatItCannotReadUnpadded) {
   const TileOptions rm{{kRowMajorTile, 1}};
   EXPECT_THROW(op_builder("linear").build(linear_shape(70, 130, 200), spec, rm), LimitError);
@@ -203,6 +218,28 @@ TEST(LinearBuilder, PrefillWeightPanelInL2CutsDdrTraffic) {
     EXPECT_LT(panel.total_seconds, stream.total_seconds);
     EXPECT_GE(panel.ddr_bytes, 2 * (2048 * K + K * N + 2048 * N));  // x, W, y at least once
   }
+}
+
+// The row-major y of llama-3.2-1b's prefill linears keeps the panel's DDR
+// traffic: each N block leaves by one 3-D task over all the launch's rows,
+// so W crosses DDR once per op (not once per 4 M steps) and DDR does not bind.
+TEST(LinearBuilder, RowMajorOutputReadsTheWeightsOnce) {
+  auto spec = npu::DeviceSpec::preset("xdna2");
+  for (auto [K, N] : {std::pair<int64_t, int64_t>{2048, 8192}, {2048, 2048}}) {
+    SCOPED_TRACE(fmt::format("K={} N={}", K, N));
+    const OpShape s = linear_shape(2048, K, N);
+    const auto blocked = npu::estimate_time(op_builder("linear").build(s, spec).design, spec);
+    const auto rows =
+        npu::estimate_time(op_builder("linear").build(s, spec, {{kRowMajorOutTile, 1}}).design, spec);
+    EXPECT_EQ(rows.ddr_bytes, blocked.ddr_bytes);  // same payload: nothing re-read
+    for (const auto& l : rows.launches) EXPECT_NE(l.bound, "ddr") << l.name;
+  }
+  // A spec whose BD stride cannot span the rows of an N block is refused by name.
+  npu::DeviceSpec tight = spec;
+  tight.bd_max_stride = 1024;
+  EXPECT_THROW(op_builder("linear").build(linear_shape(2048, 2048, 8192), tight,
+                                          {{kRowMajorOutTile, 1}}),
+               LimitError);
 }
 
 // Decode weights stream over every shim MM2S channel but the one x takes.

@@ -204,13 +204,24 @@ LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& s
     if (p.s_per_launch < 1) no_fit(p, spec, "one row-major M step needs more shim BDs than the spec has");
     return p;
   }
+  p.nb_per_launch = p.NB;
   if (p.rowmajor_y) check_linear_rowmajor(p, spec);
-  if (p.panel && p.rowmajor_y) {  // y's rows of a launch are one BD dim
-    const int64_t fit = spec.bd_max_size / (int64_t{p.R} * p.m);
-    if (fit < 1) no_fit(p, spec, "one step's row-major y rows exceed a shim BD dimension");
-    if (ceil_div(p.NB, spec.bd_max_repeat) > spec.shim.buffer_descriptors - 2)
-      no_fit(p, spec, "one launch's x passes need more shim BDs than the spec has");
-    p.s_per_launch = std::min({p.S, spec.bd_max_repeat, fit});
+  if (p.panel && p.rowmajor_y) {
+    // Every launch takes all M steps it can (W then crosses DDR once per op)
+    // and as many N blocks as an x shim's BDs hold: W, one x task per 255 N
+    // blocks, one y task per N block.
+    p.s_per_launch = std::min(p.S, spec.bd_max_repeat);
+    while (p.s_per_launch > 1 &&
+           rowmajor_row_split(p, p.s_per_launch, spec) == 0)
+      --p.s_per_launch;
+    if (rowmajor_row_split(p, p.s_per_launch, spec) == 0)
+      no_fit(p, spec, "one step's row-major y rows exceed the shim BD size / stride limits");
+    const int64_t bds = spec.shim.buffer_descriptors - 1;
+    for (p.nb_per_launch = std::min(p.NB, bds - 1);
+         p.nb_per_launch > 0 &&
+         ceil_div(p.nb_per_launch, spec.bd_max_repeat) + p.nb_per_launch > bds;)
+      --p.nb_per_launch;
+    if (p.nb_per_launch < 1) no_fit(p, spec, "one N block's x and y tasks need more shim BDs than the spec has");
     return p;
   }
   if (p.panel) {  // x: one task per 255 N blocks per launch; W once, y once

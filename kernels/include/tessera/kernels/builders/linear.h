@@ -45,6 +45,10 @@ struct LinearPlan {
   int64_t S = 0;          // M steps: Mp = S * Rm * m
   int64_t NB = 0;         // N blocks per tile: Np = C * NB * Rn * n
   int64_t s_per_launch = 0;
+  // N blocks per launch (panel + row-major y only; else NB): such a launch
+  // writes each N block's rows with one 3-D shim task, so launches split the
+  // N blocks, not the M steps, and W still crosses DDR once per op.
+  int64_t nb_per_launch = 0;
   bool x_resident = false;  // one x object per M step (all K blocks), read at offsets
   // gemm: the K panel of each column's N block stays in the mem tile and is
   // re-sent to the cores for every M step of the launch (W crosses DDR once
@@ -89,9 +93,15 @@ BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec,
 std::vector<TileOptions> linear_tile_candidates(int64_t M, int64_t K, int64_t N,
                                                const npu::DeviceSpec& spec);
 
-// One launch per s_per_launch M steps: fill(launch, first step, steps).
+// The M steps and N blocks one launch covers.
+struct LinearLaunch {
+  int64_t s0 = 0, steps = 0;  // M steps [s0, s0 + steps)
+  int64_t bb0 = 0, nbl = 0;   // N blocks [bb0, bb0 + nbl) of every column
+};
+
+// One launch per s_per_launch M steps and nb_per_launch N blocks.
 void add_linear_launches(npu::Design& d, const LinearPlan& p,
-                         const std::function<void(npu::Launch&, int64_t, int64_t)>& fill);
+                         const std::function<void(npu::Launch&, const LinearLaunch&)>& fill);
 
 // The row-major gemm variant (linear_rowmajor.cpp). Throws LimitError naming
 // the shape when the tiling cannot read x / write y without padding.
@@ -100,9 +110,14 @@ int64_t rowmajor_step_row(const LinearPlan& p, int64_t s);  // first row of M st
 int64_t rowmajor_tasks_per_step(const LinearPlan& p, const npu::DeviceSpec& spec);
 void add_rowmajor_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec,
                            int64_t s0, int64_t steps);
-// Column c's y tasks of steps [s0, s0 + steps) into "y_rows".
+// Column c's y tasks of launch `at` into "y_rows".
 void add_rowmajor_y(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec, int c,
-                    int64_t s0, int64_t steps);
+                    const LinearLaunch& at);
+// The rows of `steps` M steps (panel + row-major y: one N block's y task) as
+// shim dims {a, b * N}, {b, N}: returns b, a divisor of rows * m so that
+// every shorter launch splits too (a and b within the BD size, b * N within
+// its stride), or 0 when none fits.
+int64_t rowmajor_row_split(const LinearPlan& p, int64_t steps, const npu::DeviceSpec& spec);
 
 // The gemv dataflow's design and packing (linear_gemv.cpp).
 npu::Design make_gemv_design(const LinearPlan& p, const npu::DeviceSpec& spec);
