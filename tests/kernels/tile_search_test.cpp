@@ -40,6 +40,20 @@ TEST(TileSearch, IsDeterministicAndKeepsImposedOptions) {
   EXPECT_EQ(x1.best.tiles.at("columns"), 4);
 }
 
+// attention_prefill offers (bq, bk) options; at llama-3.2-1b's S = 2048 one of
+// them beats the L1-filling default (smaller query blocks fill more tiles).
+TEST(TileSearch, AttentionPrefillBlocksAreSearched) {
+  const auto spec = npu::DeviceSpec::preset("xdna2");
+  const OpShape s{"attention_prefill",
+                  {{"S", 2048}, {"P", 0}, {"heads", 32}, {"kv_heads", 8}, {"head_dim", 64}},
+                  {{"scale", 0.125}}};
+  const TileChoice c = search_tiles(s, spec);
+  EXPECT_GT(c.candidates, 5);
+  EXPECT_LT(c.best.seconds, c.builder_default.seconds);
+  EXPECT_NE(c.best.bound, "stream");
+  EXPECT_NE(c.best.bound, "ddr");
+}
+
 TEST(TileSearch, OpsWithoutCandidatesKeepTheirDefault) {
   const auto spec = npu::DeviceSpec::preset("xdna2");
   const OpShape s{"residual_add", {{"M", 3}, {"N", 64}}, {}};
