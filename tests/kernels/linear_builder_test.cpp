@@ -168,6 +168,23 @@ TEST_P(LinearOnDevice, RowMajorOutputSplitsLaunchesByNBlocks) {
   EXPECT_EQ(b.design.launches.size(), 4u);  // {2 steps, the re-read step} x 2 N groups
 }
 
+// Two K blocks per weight object (wk = 2): ragged K pads to an even number of
+// blocks with exact zeros; with the blocked and the row-major y.
+TEST_P(LinearOnDevice, PanelOfTwoKBlocksPerObjectIsExact) {
+  const TileOptions t{{"gemm", 1}, {"wk", 2}, {"columns", 2}, {"rows", 2},
+                      {"m", 8},    {"n", 16}, {"k", 64},      {"panel", 1}};
+  check_linear(37, 130, 96, spec, t);   // kb 3 -> 4: one block of zeros
+  check_linear(40, 256, 64, spec, t);   // kb 4
+  TileOptions rows = t;
+  rows[kRowMajorOutTile] = 1;
+  check_linear(37, 200, 64, spec, rows);
+  BuiltOp b = op_builder("linear").build(linear_shape(37, 130, 96), spec, t);
+  EXPECT_EQ(b.tiles.at("wk"), 2);
+  EXPECT_THROW(op_builder("linear").build(linear_shape(37, 130, 96), spec,
+                                          {{"gemm", 1}, {"wk", 2}, {"panel", 0}}),
+               LimitError);
+}
+
 TEST_P(LinearOnDevice, RowMajorLayoutRefusesWhatItCannotReadUnpadded) {
   const TileOptions rm{{kRowMajorTile, 1}};
   EXPECT_THROW(op_builder("linear").build(linear_shape(70, 130, 200), spec, rm), LimitError);
@@ -240,6 +257,23 @@ TEST(LinearBuilder, RowMajorOutputReadsTheWeightsOnce) {
   EXPECT_THROW(op_builder("linear").build(linear_shape(2048, 2048, 8192), tight,
                                           {{kRowMajorOutTile, 1}}),
                LimitError);
+}
+
+// K past the mem tile's BDs for a panel of single K blocks (llama-3.2-3b's
+// K = 3072: 48 blocks of 64): the default stages two K blocks per object, so
+// W crosses DDR once per launch and DDR no longer binds.
+TEST(LinearBuilder, LongKPanelStagesTwoKBlocksPerObject) {
+  auto spec = npu::DeviceSpec::preset("xdna2");
+  const OpShape s = linear_shape(2048, 3072, 8192);
+  EXPECT_THROW(op_builder("linear").build(s, spec, {{"panel", 1}, {"wk", 1}}), LimitError);
+  BuiltOp b = op_builder("linear").build(s, spec);
+  EXPECT_EQ(b.tiles.at("panel"), 1);
+  EXPECT_EQ(b.tiles.at("wk"), 2);
+  const auto panel = npu::estimate_time(b.design, spec);
+  const auto stream = npu::estimate_time(op_builder("linear").build(s, spec, {{"panel", 0}}).design, spec);
+  EXPECT_NE(panel.launches.at(0).bound, "ddr");
+  EXPECT_LT(static_cast<double>(panel.ddr_bytes), 0.6 * static_cast<double>(stream.ddr_bytes));
+  EXPECT_LT(panel.total_seconds, stream.total_seconds);
 }
 
 // Decode weights stream over every shim MM2S channel but the one x takes.

@@ -32,7 +32,8 @@ bool x_per_step(const LinearPlan& p) { return p.kb == 1 && !p.panel; }
 
 void add_fifos(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec, int64_t steps) {
   const int xdepth = x_per_step(p) ? 1 : 2;
-  const int64_t xobj = p.m * p.k * 2, wobj = p.n * p.k * 2, yobj = p.m * p.n * 2;
+  const int64_t xobj = p.m * p.k * 2, wobj = p.n * p.wk * p.k * 2, yobj = p.m * p.n * 2;
+  const int64_t wobjs = p.kb / p.wk;  // weight objects per N block
   for (int r = 0; r < p.R; ++r) {
     std::vector<TileCoord> row;
     for (int c = 0; c < p.C; ++c) row.push_back(core_tile(spec, c, r));
@@ -42,14 +43,14 @@ void add_fifos(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec,
     std::string w = fmt::format("w{}", c), y = fmt::format("y{}", c);
     // Panel: the column's K panel of an N block stays in the mem tile (pool
     // of kb objects) and is re-sent to the cores once per M step.
-    const int wdepth = p.panel ? static_cast<int>(std::max<int64_t>(p.kb, 2)) : 2;
+    const int wdepth = p.panel ? static_cast<int>(std::max<int64_t>(wobjs, 2)) : 2;
     l.fifos.push_back(b::fifo(w, shim_tile(c), {mem_tile(spec, c)}, wobj, wdepth));
     std::vector<TileCoord> col;
     for (int r = 0; r < p.R; ++r) col.push_back(core_tile(spec, c, r));
     l.fifos.push_back(b::fifo(w_fifo(c), mem_tile(spec, c), col, wobj, 2));
     if (p.panel) {
       l.fifos.back().repeat = static_cast<int>(steps);
-      l.fifos.back().repeat_group = static_cast<int>(p.kb);
+      l.fifos.back().repeat_group = static_cast<int>(wobjs);
     }
     l.links.push_back({mem_tile(spec, c), {w}, {w_fifo(c)}, {0}});
     npu::Link yl{mem_tile(spec, c), {}, {y}, {}};
@@ -77,12 +78,25 @@ std::vector<CoreOp> block_program(const LinearPlan& p, const std::string& x, con
   if (p.kb == 1)
     return {b::acquire_in(w), b::acquire_out(y), b::call("gemm_init", {x, w, "acc"}, kp),
             b::call("gemm_finalize", {"acc", y}, fin), b::release_in(w), b::release_out(y)};
-  auto step = [&](const char* kernel) {
-    return std::vector<CoreOp>{b::acquire_in(x), b::acquire_in(w), b::call(kernel, {x, w, "acc"}, kp),
-                               b::release_in(x), b::release_in(w)};
+  // One weight object: wk K blocks, each against its own x object.
+  auto step = [&](bool first) {
+    if (p.wk == 1)
+      return std::vector<CoreOp>{b::acquire_in(x), b::acquire_in(w),
+                                 b::call(first ? "gemm_init" : "gemm_acc", {x, w, "acc"}, kp),
+                                 b::release_in(x), b::release_in(w)};
+    std::vector<CoreOp> o = {b::acquire_in(w)};
+    for (int64_t i = 0; i < p.wk; ++i) {
+      npu::KernelParams ki = kp;
+      if (i > 0) ki["b_off"] = i * p.n * p.k;
+      o.insert(o.end(), {b::acquire_in(x),
+                         b::call(first && i == 0 ? "gemm_init" : "gemm_acc", {x, w, "acc"}, ki),
+                         b::release_in(x)});
+    }
+    o.push_back(b::release_in(w));
+    return o;
   };
-  std::vector<CoreOp> ops = step("gemm_init");
-  ops.push_back(b::loop(p.kb - 1, step("gemm_acc")));
+  std::vector<CoreOp> ops = step(true);
+  if (p.kb / p.wk > 1) ops.push_back(b::loop(p.kb / p.wk - 1, step(false)));
   ops.push_back(b::acquire_out(y));
   ops.push_back(b::call("gemm_finalize", {"acc", y}, fin));
   ops.push_back(b::release_out(y));
@@ -304,7 +318,7 @@ BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec, const Ti
   const int64_t M = shape.dim("M"), K = shape.dim("K"), N = shape.dim("N");
   check_tile_keys(shape.key(), tiles,
                   {"gemm", "m", "k", "n", "columns", "rows", "streams", "x_resident", "panel",
-                   kRowMajorTile, kRowMajorOutTile});
+                   "wk", kRowMajorTile, kRowMajorOutTile});
   LinearPlan p = plan_linear(M, K, N, spec, tiles);
   BuiltOp out;
   out.shape = shape;
@@ -315,6 +329,7 @@ BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec, const Ti
   out.tiles = {{"gemm", p.gemm ? 1 : 0}, {"m", p.m}, {"k", p.k}, {"n", p.n},
                {"columns", p.C}, {"rows", p.R}};
   if (p.gemm) out.tiles["panel"] = p.panel ? 1 : 0;
+  if (p.wk > 1) out.tiles["wk"] = p.wk;
   if (p.rowmajor) out.tiles[kRowMajorTile] = 1;
   if (p.rowmajor_y) out.tiles[kRowMajorOutTile] = 1;
   if (!p.gemm) {

@@ -54,6 +54,11 @@ struct LinearPlan {
   // re-sent to the cores for every M step of the launch (W crosses DDR once
   // per launch instead of once per M step).
   bool panel = false;
+  // K blocks per weight object (panel only): a panel of kb blocks needs a
+  // mem-tile BD per object, so a long K (kb past the BDs) stages wk blocks
+  // per object and the core calls gemm wk times on it (b_off), with n shrunk
+  // until the object fits L1 double-buffered.
+  int64_t wk = 1;
   // kRowMajorTile (gemm only): x and y in one row-major buffer each, the
   // blocks cut by the shim tasks (linear_rowmajor.cpp); M steps past the
   // end re-read the last R * m rows and write them back unchanged.
