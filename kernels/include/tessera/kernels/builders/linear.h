@@ -19,7 +19,12 @@
 //    BDs) the loops run N blocks outer: the K panel of a column's N block is
 //    staged once in L2 and re-sent to the cores for every M step of the launch
 //    (Fifo::repeat), so W crosses DDR once per launch and x once per N block;
-//    without it W is re-read per M step and x per N block.
+//    without it W is re-read per M step and x per N block. A mem-tile BD per
+//    panel object bounds kb: past it (K >= 2560 at k = 64) an object holds
+//    two K blocks (wk = 2, n shrunk to fit L1). With a row-major y, launches
+//    split the N blocks rather than the M steps, so W is still read once.
+//    The panel must hold all of K for n columns (n * K * 2 bytes): at
+//    K = 8192 it does not fit 512 KiB, and the operands stream per pass.
 // In both, output blocks are joined per column in the mem tile and leave by
 // the column's shim. pack() pads M, K and N with zeros to the tiling and lays
 // the tensors out blocked in the order the streams read them (x per row group,
