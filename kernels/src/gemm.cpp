@@ -57,7 +57,7 @@ void gemm_finalize(const float* acc, bf16* c, int64_t count) {
 }
 
 int64_t gemm_l1_bytes(const GemmDims& d, bool fused) {
-  int64_t ab = 2 * (d.a_off + d.m * d.k + d.k * d.n);
+  int64_t ab = 2 * (d.a_off + d.m * d.k + d.b_off + d.k * d.n);
   return ab + 4 * d.m * d.n + (fused ? 2 * d.m * d.n : 0);
 }
 
@@ -80,6 +80,8 @@ GemmDims dims_of(const npu::KernelParams& p, const char* kernel) {
   d.b_nk = layout == "nk";
   d.a_off = param_int_or(p, "a_off", 0, kernel);
   if (d.a_off < 0) throw_error<KernelArgError>("kernel {}: a_off {} is negative", kernel, d.a_off);
+  d.b_off = param_int_or(p, "b_off", 0, kernel);
+  if (d.b_off < 0) throw_error<KernelArgError>("kernel {}: b_off {} is negative", kernel, d.b_off);
   return d;
 }
 
@@ -89,7 +91,7 @@ TileKernel gemm_step_kernel(const char* name, bool accumulate) {
   def.run = [name, accumulate](const npu::KernelInvocation& inv) {
     GemmDims d = dims_of(*inv.params, name);
     const auto* a = arg_ptr<const bf16>(inv, 0, d.a_off + d.m * d.k, name, "a") + d.a_off;
-    const auto* b = arg_ptr<const bf16>(inv, 1, d.k * d.n, name, "b");
+    const auto* b = arg_ptr<const bf16>(inv, 1, d.b_off + d.k * d.n, name, "b") + d.b_off;
     auto* acc = arg_ptr<float>(inv, 2, d.m * d.n, name, "acc");
     gemm_block(a, b, acc, d, accumulate);
   };
@@ -112,7 +114,7 @@ TileKernel gemm_fused_kernel() {
   t.def.run = [](const npu::KernelInvocation& inv) {
     GemmDims d = dims_of(*inv.params, name);
     const auto* a = arg_ptr<const bf16>(inv, 0, d.a_off + d.m * d.k, name, "a") + d.a_off;
-    const auto* b = arg_ptr<const bf16>(inv, 1, d.k * d.n, name, "b");
+    const auto* b = arg_ptr<const bf16>(inv, 1, d.b_off + d.k * d.n, name, "b") + d.b_off;
     auto* c = arg_ptr<bf16>(inv, 2, d.m * d.n, name, "c");
     float* acc = scratch_f32(ScratchSlot::gemm_acc, d.m * d.n);
     gemm_block(a, b, acc, d, false);

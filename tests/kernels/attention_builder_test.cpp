@@ -13,6 +13,7 @@
 #include "kernel_test_util.h"
 #include "tessera/kernels/builders/attention.h"
 #include "tessera/kernels/op_builder.h"
+#include "tessera/kernels/tile_search.h"
 #include "tessera/oracle/ops.h"
 
 namespace tessera::kernels {
@@ -139,6 +140,18 @@ TEST_P(AttentionBuilderSim, PrefillRaggedMatchesOracle) {
     Outcome o = run_case(c, built, spec, steps, 0);
     EXPECT_TRUE(test::within(test::to_f64(o.got), test::to_f64(o.ref), o.bound));
   }
+}
+
+// The tile search's (bq, bk) for a ragged prefill runs as exactly as the default.
+TEST_P(AttentionBuilderSim, TileSearchChoiceMatchesOracle) {
+  const auto spec = npu::DeviceSpec::preset(GetParam());
+  const Case c{37, 5, 8, 2, 64};
+  const TileChoice choice = search_tiles(prefill_shape(c), spec);
+  EXPECT_GT(choice.candidates, 1);
+  BuiltOp built = op_builder("attention_prefill").build(prefill_shape(c), spec, choice.best.tiles);
+  const int64_t steps = (c.P + c.S + built.tiles.at("bk") - 1) / built.tiles.at("bk");
+  Outcome o = run_case(c, built, spec, steps, 0);
+  EXPECT_TRUE(test::within(test::to_f64(o.got), test::to_f64(o.ref), o.bound));
 }
 
 TEST_P(AttentionBuilderSim, DecodeRaggedMatchesOracle) {

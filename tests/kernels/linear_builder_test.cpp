@@ -153,6 +153,38 @@ TEST_P(LinearOnDevice, RowMajorOutputIsExactWithThePanel) {
   EXPECT_EQ(op_builder("linear").build(linear_shape(78, 96, 512), spec, plain).tiles.at("m"), 16);
 }
 
+// Panel + row-major y with more N blocks than an x shim's BDs take one y
+// task each: the launches split the N blocks (each reads its own W blocks),
+// the ragged last M step still re-reads whole rows in its own launches.
+TEST_P(LinearOnDevice, RowMajorOutputSplitsLaunchesByNBlocks) {
+  const TileOptions t{{kRowMajorOutTile, 1}, {"gemm", 1}, {"columns", 2}, {"rows", 2}, {"m", 8},
+                      {"n", 8}, {"k", 64}, {"panel", 1}};
+  const int64_t N = 2 * 8 * (spec.shim.buffer_descriptors + 2);  // NB past one launch
+  check_linear(37, 72, N, spec, t);  // ragged M and K
+  check_linear(32, 64, N, spec, t);
+  LinearPlan p = plan_linear(37, 72, N, spec, t);
+  EXPECT_LT(p.nb_per_launch, p.NB);
+  BuiltOp b = op_builder("linear").build(linear_shape(37, 72, N), spec, t);
+  EXPECT_EQ(b.design.launches.size(), 4u);  // {2 steps, the re-read step} x 2 N groups
+}
+
+// Two K blocks per weight object (wk = 2): ragged K pads to an even number of
+// blocks with exact zeros; with the blocked and the row-major y.
+TEST_P(LinearOnDevice, PanelOfTwoKBlocksPerObjectIsExact) {
+  const TileOptions t{{"gemm", 1}, {"wk", 2}, {"columns", 2}, {"rows", 2},
+                      {"m", 8},    {"n", 16}, {"k", 64},      {"panel", 1}};
+  check_linear(37, 130, 96, spec, t);   // kb 3 -> 4: one block of zeros
+  check_linear(40, 256, 64, spec, t);   // kb 4
+  TileOptions rows = t;
+  rows[kRowMajorOutTile] = 1;
+  check_linear(37, 200, 64, spec, rows);
+  BuiltOp b = op_builder("linear").build(linear_shape(37, 130, 96), spec, t);
+  EXPECT_EQ(b.tiles.at("wk"), 2);
+  EXPECT_THROW(op_builder("linear").build(linear_shape(37, 130, 96), spec,
+                                          {{"gemm", 1}, {"wk", 2}, {"panel", 0}}),
+               LimitError);
+}
+
 TEST_P(LinearOnDevice, RowMajorLayoutRefusesWhatItCannotReadUnpadded) {
   const TileOptions rm{{kRowMajorTile, 1}};
   EXPECT_THROW(op_builder("linear").build(linear_shape(70, 130, 200), spec, rm), LimitError);
@@ -203,6 +235,45 @@ TEST(LinearBuilder, PrefillWeightPanelInL2CutsDdrTraffic) {
     EXPECT_LT(panel.total_seconds, stream.total_seconds);
     EXPECT_GE(panel.ddr_bytes, 2 * (2048 * K + K * N + 2048 * N));  // x, W, y at least once
   }
+}
+
+// The row-major y of llama-3.2-1b's prefill linears keeps the panel's DDR
+// traffic: each N block leaves by one 3-D task over all the launch's rows,
+// so W crosses DDR once per op (not once per 4 M steps) and DDR does not bind.
+TEST(LinearBuilder, RowMajorOutputReadsTheWeightsOnce) {
+  auto spec = npu::DeviceSpec::preset("xdna2");
+  for (auto [K, N] : {std::pair<int64_t, int64_t>{2048, 8192}, {2048, 2048}}) {
+    SCOPED_TRACE(fmt::format("K={} N={}", K, N));
+    const OpShape s = linear_shape(2048, K, N);
+    const auto blocked = npu::estimate_time(op_builder("linear").build(s, spec).design, spec);
+    const auto rows =
+        npu::estimate_time(op_builder("linear").build(s, spec, {{kRowMajorOutTile, 1}}).design, spec);
+    EXPECT_EQ(rows.ddr_bytes, blocked.ddr_bytes);  // same payload: nothing re-read
+    for (const auto& l : rows.launches) EXPECT_NE(l.bound, "ddr") << l.name;
+  }
+  // A spec whose BD stride cannot span the rows of an N block is refused by name.
+  npu::DeviceSpec tight = spec;
+  tight.bd_max_stride = 1024;
+  EXPECT_THROW(op_builder("linear").build(linear_shape(2048, 2048, 8192), tight,
+                                          {{kRowMajorOutTile, 1}}),
+               LimitError);
+}
+
+// K past the mem tile's BDs for a panel of single K blocks (llama-3.2-3b's
+// K = 3072: 48 blocks of 64): the default stages two K blocks per object, so
+// W crosses DDR once per launch and DDR no longer binds.
+TEST(LinearBuilder, LongKPanelStagesTwoKBlocksPerObject) {
+  auto spec = npu::DeviceSpec::preset("xdna2");
+  const OpShape s = linear_shape(2048, 3072, 8192);
+  EXPECT_THROW(op_builder("linear").build(s, spec, {{"panel", 1}, {"wk", 1}}), LimitError);
+  BuiltOp b = op_builder("linear").build(s, spec);
+  EXPECT_EQ(b.tiles.at("panel"), 1);
+  EXPECT_EQ(b.tiles.at("wk"), 2);
+  const auto panel = npu::estimate_time(b.design, spec);
+  const auto stream = npu::estimate_time(op_builder("linear").build(s, spec, {{"panel", 0}}).design, spec);
+  EXPECT_NE(panel.launches.at(0).bound, "ddr");
+  EXPECT_LT(static_cast<double>(panel.ddr_bytes), 0.6 * static_cast<double>(stream.ddr_bytes));
+  EXPECT_LT(panel.total_seconds, stream.total_seconds);
 }
 
 // Decode weights stream over every shim MM2S channel but the one x takes.

@@ -273,6 +273,16 @@ class AttentionPrefillBuilder : public OpBuilder {
                 const TileOptions& tiles) const override {
     return build_attention_prefill(shape, spec, tiles);
   }
+  // Query and K/V blocks: larger blocks amortize the per-call cost but fill
+  // fewer tiles and re-stream K/V less; the timing model weighs them (options
+  // that overflow L1 fail to build and are dropped). K/V stays double-buffered
+  // (depth 4 = K and V twice): the model does not charge a stall for less.
+  std::vector<TileOptions> tile_candidates(const OpShape&, const npu::DeviceSpec&) const override {
+    std::vector<TileOptions> out;
+    for (int64_t bk : {32, 64, 128})
+      for (int64_t bq : {1, 2, 4, 6, 8, 12, 16}) out.push_back({{"bk", bk}, {"bq", bq}});
+    return out;
+  }
 };
 
 }  // namespace

@@ -32,7 +32,8 @@ bool x_per_step(const LinearPlan& p) { return p.kb == 1 && !p.panel; }
 
 void add_fifos(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec, int64_t steps) {
   const int xdepth = x_per_step(p) ? 1 : 2;
-  const int64_t xobj = p.m * p.k * 2, wobj = p.n * p.k * 2, yobj = p.m * p.n * 2;
+  const int64_t xobj = p.m * p.k * 2, wobj = p.n * p.wk * p.k * 2, yobj = p.m * p.n * 2;
+  const int64_t wobjs = p.kb / p.wk;  // weight objects per N block
   for (int r = 0; r < p.R; ++r) {
     std::vector<TileCoord> row;
     for (int c = 0; c < p.C; ++c) row.push_back(core_tile(spec, c, r));
@@ -42,14 +43,14 @@ void add_fifos(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec,
     std::string w = fmt::format("w{}", c), y = fmt::format("y{}", c);
     // Panel: the column's K panel of an N block stays in the mem tile (pool
     // of kb objects) and is re-sent to the cores once per M step.
-    const int wdepth = p.panel ? static_cast<int>(std::max<int64_t>(p.kb, 2)) : 2;
+    const int wdepth = p.panel ? static_cast<int>(std::max<int64_t>(wobjs, 2)) : 2;
     l.fifos.push_back(b::fifo(w, shim_tile(c), {mem_tile(spec, c)}, wobj, wdepth));
     std::vector<TileCoord> col;
     for (int r = 0; r < p.R; ++r) col.push_back(core_tile(spec, c, r));
     l.fifos.push_back(b::fifo(w_fifo(c), mem_tile(spec, c), col, wobj, 2));
     if (p.panel) {
       l.fifos.back().repeat = static_cast<int>(steps);
-      l.fifos.back().repeat_group = static_cast<int>(p.kb);
+      l.fifos.back().repeat_group = static_cast<int>(wobjs);
     }
     l.links.push_back({mem_tile(spec, c), {w}, {w_fifo(c)}, {0}});
     npu::Link yl{mem_tile(spec, c), {}, {y}, {}};
@@ -77,19 +78,34 @@ std::vector<CoreOp> block_program(const LinearPlan& p, const std::string& x, con
   if (p.kb == 1)
     return {b::acquire_in(w), b::acquire_out(y), b::call("gemm_init", {x, w, "acc"}, kp),
             b::call("gemm_finalize", {"acc", y}, fin), b::release_in(w), b::release_out(y)};
-  auto step = [&](const char* kernel) {
-    return std::vector<CoreOp>{b::acquire_in(x), b::acquire_in(w), b::call(kernel, {x, w, "acc"}, kp),
-                               b::release_in(x), b::release_in(w)};
+  // One weight object: wk K blocks, each against its own x object.
+  auto step = [&](bool first) {
+    if (p.wk == 1)
+      return std::vector<CoreOp>{b::acquire_in(x), b::acquire_in(w),
+                                 b::call(first ? "gemm_init" : "gemm_acc", {x, w, "acc"}, kp),
+                                 b::release_in(x), b::release_in(w)};
+    std::vector<CoreOp> o = {b::acquire_in(w)};
+    for (int64_t i = 0; i < p.wk; ++i) {
+      npu::KernelParams ki = kp;
+      if (i > 0) ki["b_off"] = i * p.n * p.k;
+      o.insert(o.end(), {b::acquire_in(x),
+                         b::call(first && i == 0 ? "gemm_init" : "gemm_acc", {x, w, "acc"}, ki),
+                         b::release_in(x)});
+    }
+    o.push_back(b::release_in(w));
+    return o;
   };
-  std::vector<CoreOp> ops = step("gemm_init");
-  ops.push_back(b::loop(p.kb - 1, step("gemm_acc")));
+  std::vector<CoreOp> ops = step(true);
+  if (p.kb / p.wk > 1) ops.push_back(b::loop(p.kb / p.wk - 1, step(false)));
   ops.push_back(b::acquire_out(y));
   ops.push_back(b::call("gemm_finalize", {"acc", y}, fin));
   ops.push_back(b::release_out(y));
   return ops;
 }
 
-void add_cores(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec, int64_t steps) {
+void add_cores(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec,
+               const LinearLaunch& at) {
+  const int64_t steps = at.steps;
   for (int c = 0; c < p.C; ++c)
     for (int r = 0; r < p.R; ++r) {
       TileCoord t = core_tile(spec, c, r);
@@ -97,7 +113,7 @@ void add_cores(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec,
       l.buffers.push_back({"acc", t, p.m * p.n * 4, -1});
       if (p.panel) {  // N blocks outer: each weight panel serves every M step
         l.cores.push_back(
-            {t, {b::loop(p.NB, {b::loop(steps, block_program(p, x, w_fifo(c), y))})}});
+            {t, {b::loop(at.nbl, {b::loop(steps, block_program(p, x, w_fifo(c), y))})}});
         continue;
       }
       std::vector<CoreOp> s_body;
@@ -108,18 +124,19 @@ void add_cores(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec,
     }
 }
 
-void add_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec, int64_t s0,
-                  int64_t steps) {
+void add_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec,
+                  const LinearLaunch& at) {
+  const int64_t s0 = at.s0, steps = at.steps;
   const int64_t x_step = p.kb * p.m * p.k;  // elements of one M step of one row group
   const int64_t x_total = p.S * x_step;
   for (int r = 0; r < p.Rm(); ++r) {
     std::string what = fmt::format("linear x row group {}", r);
     std::string f = x_fifo(r);
     if (p.panel) {  // the launch's x once per N block (panel pass)
-      for (int64_t done = 0; done < p.NB; done += spec.bd_max_repeat)
+      for (int64_t done = 0; done < at.nbl; done += spec.bd_max_repeat)
         l.sequence.push_back(b::to_device(
             f, x_host(r), span_pattern(s0 * x_step, steps * x_step, x_total,
-                                       std::min(spec.bd_max_repeat, p.NB - done), spec, what)));
+                                       std::min(spec.bd_max_repeat, at.nbl - done), spec, what)));
       continue;
     }
     if (p.kb == 1) {
@@ -136,12 +153,15 @@ void add_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& sp
       }
   }
   const int64_t y_step = p.NB * p.R * p.m * p.n;
+  const int64_t w_block = p.kb * p.n * p.k;  // one N block of a column's weights
   for (int c = 0; c < p.C; ++c) {
     npu::AccessPattern wp;
     wp.repeat = p.panel ? 1 : steps;  // the column's weights once per launch / per M step
+    if (at.nbl != p.NB)  // the launch's N blocks only
+      wp = span_pattern(at.bb0 * w_block, at.nbl * w_block, p.NB * w_block, 1, spec, "linear w");
     l.sequence.push_back(b::to_device(fmt::format("w{}", c), w_host(c), wp));
     if (p.rowmajor_y) {
-      add_rowmajor_y(l, p, spec, c, s0, steps);
+      add_rowmajor_y(l, p, spec, c, at);
       continue;
     }
     l.sequence.push_back(b::from_device(
@@ -169,14 +189,14 @@ npu::Design make_design(const LinearPlan& p, const npu::DeviceSpec& spec) {
     d.host_buffers.push_back({w_host(c), p.NB * p.kb * p.n * p.k * 2, 2});
     if (!p.y_rows()) d.host_buffers.push_back({y_host(c), p.S * p.NB * p.R * p.m * p.n * 2, 2});
   }
-  add_linear_launches(d, p, [&](npu::Launch& l, int64_t s0, int64_t steps) {
-    add_fifos(l, p, spec, steps);
-    add_cores(l, p, spec, steps);
-    if (!p.rowmajor) return add_sequence(l, p, spec, s0, steps);
-    add_rowmajor_sequence(l, p, spec, s0, steps);
+  add_linear_launches(d, p, [&](npu::Launch& l, const LinearLaunch& at) {
+    add_fifos(l, p, spec, at.steps);
+    add_cores(l, p, spec, at);
+    if (!p.rowmajor) return add_sequence(l, p, spec, at);
+    add_rowmajor_sequence(l, p, spec, at.s0, at.steps);
     for (int c = 0; c < p.C; ++c) {
       npu::AccessPattern wp;
-      wp.repeat = steps;  // no panel: the column's weights once per M step
+      wp.repeat = at.steps;  // no panel: the column's weights once per M step
       l.sequence.push_back(b::to_device(fmt::format("w{}", c), w_host(c), wp));
     }
   });
@@ -276,16 +296,19 @@ class LinearBuilder : public OpBuilder {
 }  // namespace
 
 void add_linear_launches(npu::Design& d, const LinearPlan& p,
-                         const std::function<void(npu::Launch&, int64_t, int64_t)>& fill) {
+                         const std::function<void(npu::Launch&, const LinearLaunch&)>& fill) {
   // A re-read last step (row-major y, ragged M) rewrites rows of the step
   // before it: in the panel order its rows would not continue the launch's.
   const bool tail_alone = p.panel && p.rowmajor_y && p.S > 1 && p.M % (int64_t{p.R} * p.m) != 0;
   const int64_t body = tail_alone ? p.S - 1 : p.S;
+  const int64_t per_nb = p.nb_per_launch > 0 ? p.nb_per_launch : p.NB;
   auto launch = [&](int64_t s0, int64_t steps) {
-    npu::Launch l;
-    l.name = fmt::format("linear_s{}", s0);
-    fill(l, s0, steps);
-    d.launches.push_back(std::move(l));
+    for (int64_t bb0 = 0; bb0 < p.NB; bb0 += per_nb) {
+      npu::Launch l;
+      l.name = per_nb == p.NB ? fmt::format("linear_s{}", s0) : fmt::format("linear_s{}_n{}", s0, bb0);
+      fill(l, {s0, steps, bb0, std::min(per_nb, p.NB - bb0)});
+      d.launches.push_back(std::move(l));
+    }
   };
   for (int64_t s0 = 0; s0 < body; s0 += p.s_per_launch) launch(s0, std::min(p.s_per_launch, body - s0));
   if (tail_alone) launch(p.S - 1, 1);
@@ -295,7 +318,7 @@ BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec, const Ti
   const int64_t M = shape.dim("M"), K = shape.dim("K"), N = shape.dim("N");
   check_tile_keys(shape.key(), tiles,
                   {"gemm", "m", "k", "n", "columns", "rows", "streams", "x_resident", "panel",
-                   kRowMajorTile, kRowMajorOutTile});
+                   "wk", kRowMajorTile, kRowMajorOutTile});
   LinearPlan p = plan_linear(M, K, N, spec, tiles);
   BuiltOp out;
   out.shape = shape;
@@ -306,6 +329,7 @@ BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec, const Ti
   out.tiles = {{"gemm", p.gemm ? 1 : 0}, {"m", p.m}, {"k", p.k}, {"n", p.n},
                {"columns", p.C}, {"rows", p.R}};
   if (p.gemm) out.tiles["panel"] = p.panel ? 1 : 0;
+  if (p.wk > 1) out.tiles["wk"] = p.wk;
   if (p.rowmajor) out.tiles[kRowMajorTile] = 1;
   if (p.rowmajor_y) out.tiles[kRowMajorOutTile] = 1;
   if (!p.gemm) {

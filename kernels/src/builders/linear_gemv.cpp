@@ -176,10 +176,10 @@ npu::Design make_gemv_design(const LinearPlan& p, const npu::DeviceSpec& spec) {
       d.host_buffers.push_back({w_host(c, j), p.NB * p.kb * p.T * p.n * p.k * 2, 2});
     d.host_buffers.push_back({y_host(c), p.S * p.NB * active_rows(p, c) * p.m * p.n * 2, 2});
   }
-  add_linear_launches(d, p, [&](npu::Launch& l, int64_t s0, int64_t steps) {
+  add_linear_launches(d, p, [&](npu::Launch& l, const LinearLaunch& at) {
     add_fifos(l, p, spec);
-    add_cores(l, p, spec, steps);
-    add_sequence(l, p, spec, s0, steps);
+    add_cores(l, p, spec, at.steps);
+    add_sequence(l, p, spec, at.s0, at.steps);
   });
   return d;
 }

@@ -114,6 +114,15 @@ void plan_gemv(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::D
   p.NB = ceil_div(p.N, int64_t{p.streams()} * p.T * p.n);
 }
 
+// The weight panel (all K of an N block) in the mem tile next to the y
+// join: its bytes, and a BD per slot (panel objects, the broadcast's 2, y's
+// 2R + 2).
+bool panel_fits(const LinearPlan& p, const npu::DeviceSpec& spec) {
+  const int64_t slots = std::max<int64_t>(p.kb / p.wk, 2);
+  return slots * p.wk * p.k * p.n * 2 + int64_t{p.R} * p.m * p.n * 2 * 2 <= spec.mem.memory_bytes &&
+         slots + 2 + 2 * int64_t{p.R} + 2 <= spec.mem.buffer_descriptors;
+}
+
 void plan_gemm(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::DeviceSpec& spec) {
   p.m = opt(t, "m", std::min(kGemmEdge, round_up(ceil_div(p.M, p.R), 4)));
   // A row-major y re-reads whole rows instead of padding: one step of R * m
@@ -135,13 +144,23 @@ void plan_gemm(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::D
     p.k = round_up(ceil_div(p.K, p.kb), q);
   }
   p.S = ceil_div(p.M, int64_t{p.R} * p.m);
+  p.wk = opt(t, "wk", 1);
+  if (p.wk < 1 || (p.wk > 1 && t.count("panel") && t.at("panel") == 0))
+    no_fit(p, spec, "wk (K blocks per weight object) is >= 1 and needs the weight panel");
+  p.kb = round_up(p.kb, p.wk);
+  bool fits = panel_fits(p, spec);
+  if (!fits && !t.count("wk") && opt(t, "panel", 1) != 0 && p.kb >= 4) {
+    LinearPlan c = p;  // two K blocks per object: half the panel's BDs
+    c.wk = 2;
+    c.kb = round_up(p.kb, 2);
+    while (!t.count("n") && c.n > 16 && c.l1_bytes() > budget) c.n -= 16;
+    if (c.l1_bytes() <= budget && panel_fits(c, spec)) {
+      p = c;
+      fits = true;
+    }
+  }
   p.NB = ceil_div(p.N, int64_t{p.C} * p.n);
   p.x_resident = p.kb == 1;
-  // The weight panel (all K of an N block) in the mem tile next to the y
-  // join: its bytes, and a BD per slot (panel, the broadcast's 2, y's 2R + 2).
-  const int64_t slots = std::max<int64_t>(p.kb, 2);
-  const bool fits = slots * p.k * p.n * 2 + int64_t{p.R} * p.m * p.n * 2 * 2 <= spec.mem.memory_bytes &&
-                    slots + 2 + 2 * int64_t{p.R} + 2 <= spec.mem.buffer_descriptors;
   p.panel = opt(t, "panel", fits ? 1 : 0) != 0;
   if (p.panel && !fits)
     no_fit(p, spec, "the K panel of a weight block overflows the mem tile's memory or BDs");
@@ -158,7 +177,7 @@ int LinearPlan::first_stream(int c) const {
 int64_t LinearPlan::l1_bytes() const {
   auto pool = [](int64_t bytes) { return round_up(bytes, kL1Align); };
   int64_t x = pool(x_resident ? m * kb * k * 2 : 2 * m * k * 2);
-  int64_t w = pool(2 * n * k * 2);
+  int64_t w = pool(2 * n * wk * k * 2);
   int64_t acc = needs_acc(*this) ? pool(m * n * 4) : 0;
   int64_t y = pool(2 * m * n * 2);
   return x + w + acc + y;
@@ -204,13 +223,24 @@ LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& s
     if (p.s_per_launch < 1) no_fit(p, spec, "one row-major M step needs more shim BDs than the spec has");
     return p;
   }
+  p.nb_per_launch = p.NB;
   if (p.rowmajor_y) check_linear_rowmajor(p, spec);
-  if (p.panel && p.rowmajor_y) {  // y's rows of a launch are one BD dim
-    const int64_t fit = spec.bd_max_size / (int64_t{p.R} * p.m);
-    if (fit < 1) no_fit(p, spec, "one step's row-major y rows exceed a shim BD dimension");
-    if (ceil_div(p.NB, spec.bd_max_repeat) > spec.shim.buffer_descriptors - 2)
-      no_fit(p, spec, "one launch's x passes need more shim BDs than the spec has");
-    p.s_per_launch = std::min({p.S, spec.bd_max_repeat, fit});
+  if (p.panel && p.rowmajor_y) {
+    // Every launch takes all M steps it can (W then crosses DDR once per op)
+    // and as many N blocks as an x shim's BDs hold: W, one x task per 255 N
+    // blocks, one y task per N block.
+    p.s_per_launch = std::min(p.S, spec.bd_max_repeat);
+    while (p.s_per_launch > 1 &&
+           rowmajor_row_split(p, p.s_per_launch, spec) == 0)
+      --p.s_per_launch;
+    if (rowmajor_row_split(p, p.s_per_launch, spec) == 0)
+      no_fit(p, spec, "one step's row-major y rows exceed the shim BD size / stride limits");
+    const int64_t bds = spec.shim.buffer_descriptors - 1;
+    for (p.nb_per_launch = std::min(p.NB, bds - 1);
+         p.nb_per_launch > 0 &&
+         ceil_div(p.nb_per_launch, spec.bd_max_repeat) + p.nb_per_launch > bds;)
+      --p.nb_per_launch;
+    if (p.nb_per_launch < 1) no_fit(p, spec, "one N block's x and y tasks need more shim BDs than the spec has");
     return p;
   }
   if (p.panel) {  // x: one task per 255 N blocks per launch; W once, y once

@@ -67,22 +67,36 @@ void add_rowmajor_sequence(npu::Launch& l, const LinearPlan& p, const npu::Devic
             pattern((row0 + r * p.m) * p.K, {{p.kb, p.k}, {p.m, p.K}, {p.k, 1}},
                     std::min(spec.bd_max_repeat, reps - done))));
     }
-    for (int c = 0; c < p.C; ++c) add_rowmajor_y(l, p, spec, c, s, 1);
+    for (int c = 0; c < p.C; ++c) add_rowmajor_y(l, p, spec, c, {s, 1, 0, p.NB});
   }
 }
 
-void add_rowmajor_y(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec&, int c,
-                    int64_t s0, int64_t steps) {
+int64_t rowmajor_row_split(const LinearPlan& p, int64_t steps, const npu::DeviceSpec& spec) {
+  const int64_t unit = int64_t{p.R} * p.m;
+  for (int64_t split = std::min(unit, spec.bd_max_size); split >= 1; --split)
+    if (unit % split == 0 && split * p.N <= spec.bd_max_stride)
+      return steps * unit / split <= spec.bd_max_size ? split : 0;
+  return 0;
+}
+
+void add_rowmajor_y(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec, int c,
+                    const LinearLaunch& at) {
   const std::string fifo = fmt::format("y{}", c);
-  const int64_t col0 = c * p.NB * p.n;
-  if (p.panel) {  // N blocks outer, the launch's steps (contiguous rows) inner
-    l.sequence.push_back(b::from_device(
-        fifo, "y_rows",
-        pattern(rowmajor_step_row(p, s0) * p.N + col0,
-                {{p.NB, p.n}, {steps * p.R * p.m, p.N}, {p.n, 1}}, 1)));
+  const int64_t row0 = rowmajor_step_row(p, at.s0);
+  if (p.panel) {  // N blocks outer: per N block, the launch's steps (contiguous rows)
+    const int64_t rows = at.steps * p.R * p.m, split = rowmajor_row_split(p, at.steps, spec);
+    if (split == 0)
+      throw_error<LimitError>("linear M={} K={} N={}: {} row-major y rows of a launch do not "
+                              "split into shim BD dims", p.M, p.K, p.N, rows);
+    for (int64_t bb = at.bb0; bb < at.bb0 + at.nbl; ++bb)
+      l.sequence.push_back(b::from_device(
+          fifo, "y_rows",
+          pattern(row0 * p.N + (c * p.NB + bb) * p.n,
+                  {{rows / split, split * p.N}, {split, p.N}, {p.n, 1}}, 1)));
     return;
   }
-  for (int64_t s = s0; s < s0 + steps; ++s)  // per M step, its N blocks
+  const int64_t col0 = c * p.NB * p.n;
+  for (int64_t s = at.s0; s < at.s0 + at.steps; ++s)  // per M step, its N blocks
     l.sequence.push_back(b::from_device(
         fifo, "y_rows",
         pattern(rowmajor_step_row(p, s) * p.N + col0, {{p.NB, p.n}, {p.R * p.m, p.N}, {p.n, 1}}, 1)));

@@ -10,7 +10,8 @@
 // params: m, k, n (int); b_layout "kn" (default: B is [k, n]) or "nk" (B is
 // [n, k], i.e. an HF weight [out, in] block used without a host transpose);
 // a_off (default 0): A starts a_off elements into the a arg (one resident
-// [kb][m][k] x object serves every k block); gemm_finalize takes count (int).
+// [kb][m][k] x object serves every k block); b_off (default 0) likewise for B
+// (a [wk][n][k] weight object serves wk k blocks); gemm_finalize takes count.
 // Products of bf16 values are exact in fp32; sums are fp32 in k order.
 #include <cstdint>
 #include <vector>
@@ -23,6 +24,7 @@ struct GemmDims {
   int64_t m = 0, k = 0, n = 0;
   bool b_nk = false;  // B stored [n, k]
   int64_t a_off = 0;  // A starts a_off elements into its arg (a resident, K-blocked x)
+  int64_t b_off = 0;  // B starts b_off elements into its arg (a weight object of several K blocks)
 };
 
 // acc = A*B (accumulate = false) or acc += A*B.

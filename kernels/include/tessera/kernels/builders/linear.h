@@ -19,7 +19,12 @@
 //    BDs) the loops run N blocks outer: the K panel of a column's N block is
 //    staged once in L2 and re-sent to the cores for every M step of the launch
 //    (Fifo::repeat), so W crosses DDR once per launch and x once per N block;
-//    without it W is re-read per M step and x per N block.
+//    without it W is re-read per M step and x per N block. A mem-tile BD per
+//    panel object bounds kb: past it (K >= 2560 at k = 64) an object holds
+//    two K blocks (wk = 2, n shrunk to fit L1). With a row-major y, launches
+//    split the N blocks rather than the M steps, so W is still read once.
+//    The panel must hold all of K for n columns (n * K * 2 bytes): at
+//    K = 8192 it does not fit 512 KiB, and the operands stream per pass.
 // In both, output blocks are joined per column in the mem tile and leave by
 // the column's shim. pack() pads M, K and N with zeros to the tiling and lays
 // the tensors out blocked in the order the streams read them (x per row group,
@@ -45,11 +50,20 @@ struct LinearPlan {
   int64_t S = 0;          // M steps: Mp = S * Rm * m
   int64_t NB = 0;         // N blocks per tile: Np = C * NB * Rn * n
   int64_t s_per_launch = 0;
+  // N blocks per launch (panel + row-major y only; else NB): such a launch
+  // writes each N block's rows with one 3-D shim task, so launches split the
+  // N blocks, not the M steps, and W still crosses DDR once per op.
+  int64_t nb_per_launch = 0;
   bool x_resident = false;  // one x object per M step (all K blocks), read at offsets
   // gemm: the K panel of each column's N block stays in the mem tile and is
   // re-sent to the cores for every M step of the launch (W crosses DDR once
   // per launch instead of once per M step).
   bool panel = false;
+  // K blocks per weight object (panel only): a panel of kb blocks needs a
+  // mem-tile BD per object, so a long K (kb past the BDs) stages wk blocks
+  // per object and the core calls gemm wk times on it (b_off), with n shrunk
+  // until the object fits L1 double-buffered.
+  int64_t wk = 1;
   // kRowMajorTile (gemm only): x and y in one row-major buffer each, the
   // blocks cut by the shim tasks (linear_rowmajor.cpp); M steps past the
   // end re-read the last R * m rows and write them back unchanged.
@@ -89,9 +103,15 @@ BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec,
 std::vector<TileOptions> linear_tile_candidates(int64_t M, int64_t K, int64_t N,
                                                const npu::DeviceSpec& spec);
 
-// One launch per s_per_launch M steps: fill(launch, first step, steps).
+// The M steps and N blocks one launch covers.
+struct LinearLaunch {
+  int64_t s0 = 0, steps = 0;  // M steps [s0, s0 + steps)
+  int64_t bb0 = 0, nbl = 0;   // N blocks [bb0, bb0 + nbl) of every column
+};
+
+// One launch per s_per_launch M steps and nb_per_launch N blocks.
 void add_linear_launches(npu::Design& d, const LinearPlan& p,
-                         const std::function<void(npu::Launch&, int64_t, int64_t)>& fill);
+                         const std::function<void(npu::Launch&, const LinearLaunch&)>& fill);
 
 // The row-major gemm variant (linear_rowmajor.cpp). Throws LimitError naming
 // the shape when the tiling cannot read x / write y without padding.
@@ -100,9 +120,14 @@ int64_t rowmajor_step_row(const LinearPlan& p, int64_t s);  // first row of M st
 int64_t rowmajor_tasks_per_step(const LinearPlan& p, const npu::DeviceSpec& spec);
 void add_rowmajor_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec,
                            int64_t s0, int64_t steps);
-// Column c's y tasks of steps [s0, s0 + steps) into "y_rows".
+// Column c's y tasks of launch `at` into "y_rows".
 void add_rowmajor_y(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec, int c,
-                    int64_t s0, int64_t steps);
+                    const LinearLaunch& at);
+// The rows of `steps` M steps (panel + row-major y: one N block's y task) as
+// shim dims {a, b * N}, {b, N}: returns b, a divisor of rows * m so that
+// every shorter launch splits too (a and b within the BD size, b * N within
+// its stride), or 0 when none fits.
+int64_t rowmajor_row_split(const LinearPlan& p, int64_t steps, const npu::DeviceSpec& spec);
 
 // The gemv dataflow's design and packing (linear_gemv.cpp).
 npu::Design make_gemv_design(const LinearPlan& p, const npu::DeviceSpec& spec);
