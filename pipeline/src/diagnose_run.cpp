@@ -8,6 +8,7 @@
 #include "diagnose_run.h"
 #include "tessera/core/bf16.h"
 #include "tessera/model/tensor_table.h"
+#include "tessera/oracle/rope.h"
 #include "tessera/pipeline/reference_ops.h"
 #include "tessera/pipeline/thresholds.h"
 
@@ -119,6 +120,28 @@ std::optional<Diagnosis> diagnose_run(Context& ctx, const compiler::Graph& g, co
     if (disagrees(c)) return diagnose(c);
   }
   return std::nullopt;
+}
+
+std::optional<Diagnosis> diagnose_decode(Context& ctx) {
+  const OracleRun& orc = ctx.oracle();
+  if (orc.continuation.empty()) return std::nullopt;
+  runtime::Executor exec(ctx.opts.spec, *ctx.packed());
+  const runtime::ExecResult pre = exec.run(ctx.prefill_plan(), host_inputs(ctx.config, orc.prompt));
+  const compiler::Plan& dec = ctx.decode_plan();
+  const auto P = static_cast<int64_t>(orc.prompt.size());
+  runtime::Values host;
+  host["host:token_ids"] = {static_cast<float>(orc.continuation[0])};
+  const oracle::RopeTable rope = oracle::rope_table(ctx.config, P, 1);
+  host["host:rope_cos"] = rope.cos;
+  host["host:rope_sin"] = rope.sin;
+  for (int64_t l = 0; l < ctx.config.num_layers; ++l)
+    for (const char* kv : {"k_cache", "v_cache"}) {
+      std::vector<float> cache = npu_value(pre, fmt::format("L{}.{}", l, kv));
+      cache.resize(static_cast<size_t>((P + 1) * ctx.config.kv_dim()), 0.0f);  // the decode row, not yet written
+      host[fmt::format("host:L{}.{}_in", l, kv)] = std::move(cache);
+    }
+  const runtime::ExecResult step = exec.run(dec, host);
+  return diagnose_run(ctx, dec.graph, step.values, host, "phase 6 decode step");
 }
 
 void attach(Context& ctx, PhaseResult& r, const std::optional<Diagnosis>& d) {

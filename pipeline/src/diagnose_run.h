@@ -24,6 +24,10 @@ void attach_phase1(Context& ctx, PhaseResult& r, const Phase1Report& rep, const 
 // inputs; nullopt when every node agrees.
 std::optional<Diagnosis> diagnose_run(Context& ctx, const compiler::Graph& g, const runtime::Values& npu,
                                       const runtime::Values& host, const std::string& phase);
+// Phase 6: the first decode step (the oracle's first token after the gate
+// prompt, on the NPU prefill's own KV cache) run on the executor keeping every
+// value, then diagnose_run on it.
+std::optional<Diagnosis> diagnose_decode(Context& ctx);
 // Appends the diagnosis (or "unknown" for nullopt) to the first failed check's
 // message, to issues.md and to details["diagnoses"].
 void attach(Context& ctx, PhaseResult& r, const std::optional<Diagnosis>& d);

@@ -323,6 +323,19 @@ TEST(Diagnosers, KvWrittenAtTheWrongPosition) {
   expect_named(run(o), 1, "kv_position");
 }
 
+// The executor's host kv_append of layer 1 writes the decode row one early:
+// phase 6 fails, its decode step is re-run keeping every value.
+TEST(Diagnosers, KvWrittenEarlyInDecodeFailsPhase6) {
+  struct Reset {
+    ~Reset() { set_active_mutant(Mutant::none); }
+  } reset;
+  set_active_mutant(Mutant::exec_kv_write_prev);
+  const Outcome r = run(tiny("kv-decode", 6));
+  expect_named(r, 6, "kv_position");
+  EXPECT_NE(r.issues.find("phase 6 decode step node L1.k_cache"), std::string::npos) << r.issues;
+  EXPECT_NE(r.issues.find("rows written at pos -1"), std::string::npos) << r.issues;
+}
+
 TEST(Diagnosers, NormEpsilon) {
   struct Reset {
     ~Reset() { set_active_mutant(Mutant::none); }
