@@ -171,6 +171,19 @@ Outcome kv_position(const OpCase& c) {
   return judge(c, vs);
 }
 
+// The executor bound another weight of the layer (same size) to the op.
+Outcome wrong_weight(const OpCase& c) {
+  std::vector<Variant> vs;
+  for (size_t i = 0; i < c.other_weights.size() && i < c.inputs.size(); ++i)
+    for (const auto& [name, w] : c.other_weights[i]) {
+      In in = c.inputs;
+      in[i] = w;
+      vs.push_back({fmt::format("input {} bound to {}", i, name), reference(c.shape, in)});
+    }
+  if (vs.empty()) return untestable("no other weight of the same size to try");
+  return judge(c, vs);
+}
+
 // [R, A, B] <-> [A, R, B] as flat row-major (B = 1: a plain transpose).
 std::vector<float> swap_outer(const std::vector<float>& v, size_t R, size_t A, size_t B) {
   std::vector<float> out(v.size());
@@ -269,6 +282,8 @@ const std::vector<Entry>& registry() {
        "the KV cache is written at the wrong position", kv_position},
       {"layout_mismatch", {"*"}, "the op's output or an activation input in the transposed / head-major layout",
        "an activation layout mismatch between two dispatches", layout_mismatch},
+      {"wrong_weight", {"*"}, "the op with each other same-size weight of its layer",
+       "the op reads another tensor's weight", wrong_weight},
       {"device_limit", {"*"}, "the tile search on the op's shape and spec",
        "a device limit (L1 / L2, buffer descriptors, channels) with the chosen tiles", device_limit, false},
   };

@@ -35,6 +35,19 @@ std::vector<float> source_weight(Context& ctx, const compiler::ValueRef& r) {
   throw_error<InternalError>("diagnosis: no source weight {} in {}", r.str(), ctx.config.name);
 }
 
+// Every other weight of layer `r.layer` with the element count of `r`'s, bf16 as packed.
+std::vector<std::pair<std::string, std::vector<float>>> same_size_weights(Context& ctx, const compiler::ValueRef& r,
+                                                                           size_t numel) {
+  std::vector<std::pair<std::string, std::vector<float>>> out;
+  for (const auto& s : model::tensor_specs(ctx.config)) {
+    if (s.layer != r.layer || model::role_name(s.role) == r.name) continue;
+    const compiler::ValueRef other{compiler::ValueKind::weight, model::role_name(s.role), s.layer, false};
+    if (static_cast<size_t>(ctx.weights().get(s.name).numel()) != numel) continue;
+    out.emplace_back(other.str(), source_weight(ctx, other));
+  }
+  return out;
+}
+
 // The inputs node `n` read in this run, or nullopt when one was not kept
 // (a value fused away) or does not have the size the op reads.
 std::optional<std::vector<std::vector<float>>> node_inputs(Context& ctx, const compiler::Graph& g,
@@ -117,7 +130,12 @@ std::optional<Diagnosis> diagnose_run(Context& ctx, const compiler::Graph& g, co
     c.past = g.past;
     c.config = &ctx.config;
     c.spec = ctx.opts.spec;
-    if (disagrees(c)) return diagnose(c);
+    if (!disagrees(c)) continue;
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      c.other_weights.push_back(n.inputs[i].kind == compiler::ValueKind::weight
+                                    ? same_size_weights(ctx, n.inputs[i], c.inputs[i].size())
+                                    : std::vector<std::pair<std::string, std::vector<float>>>{});
+    return diagnose(c);
   }
   return std::nullopt;
 }

@@ -135,7 +135,8 @@ TEST(Diagnosers, RegistryHasOneEntryPerCause) {
   std::set<std::string> names;
   for (const DiagnoserInfo& d : diagnosers()) EXPECT_TRUE(names.insert(d.name).second) << d.name;
   for (const char* n : {"transposed_weight", "rope_pairing", "rope_position_offset", "bias", "gqa_head_mapping",
-                        "softmax_overflow", "norm_eps_or_weight", "kv_position", "layout_mismatch", "device_limit"})
+                        "softmax_overflow", "norm_eps_or_weight", "kv_position", "layout_mismatch", "device_limit",
+                        "wrong_weight"})
     EXPECT_TRUE(names.count(n)) << n;
 }
 
@@ -334,6 +335,17 @@ TEST(Diagnosers, KvWrittenEarlyInDecodeFailsPhase6) {
   expect_named(r, 6, "kv_position");
   EXPECT_NE(r.issues.find("phase 6 decode step node L1.k_cache"), std::string::npos) << r.issues;
   EXPECT_NE(r.issues.find("rows written at pos -1"), std::string::npos) << r.issues;
+}
+
+// The executor binds layer 1's up weights to gate (and gate's to up).
+TEST(Diagnosers, WrongWeightBound) {
+  struct Reset {
+    ~Reset() { set_active_mutant(Mutant::none); }
+  } reset;
+  set_active_mutant(Mutant::exec_swap_gate_up);
+  const Outcome r = run(tiny("swap", 3));
+  expect_named(r, 3, "wrong_weight");
+  EXPECT_NE(r.issues.find("input 1 bound to w:L1.up_proj"), std::string::npos) << r.issues;
 }
 
 TEST(Diagnosers, NormEpsilon) {

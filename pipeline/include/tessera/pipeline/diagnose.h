@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -43,6 +44,10 @@ struct OpCase {
   int64_t rows = 1;                        // tokens of the call (S)
   int64_t past = 0;                        // positions before them (P): RoPE's first position
   const model::ModelConfig* config = nullptr;  // RoPE tables of other positions
+  // The other weights a weight input could have been bound to (same element
+  // count, same layer), by name; empty when unknown (phase 1 runs one layer's
+  // op alone).
+  std::vector<std::vector<std::pair<std::string, std::vector<float>>>> other_weights;
   npu::DeviceSpec spec;
 };
 
