@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -22,6 +23,7 @@
 #include "tessera/oracle/rope.h"
 #include "tessera/pipeline/deploy.h"
 #include "tessera/pipeline/diagnose.h"
+#include "tessera/pipeline/reference_ops.h"
 
 namespace tessera::pipeline {
 namespace {
@@ -138,6 +140,48 @@ TEST(Diagnosers, RegistryHasOneEntryPerCause) {
                         "softmax_overflow", "norm_eps_or_weight", "kv_position", "layout_mismatch", "device_limit",
                         "wrong_weight"})
     EXPECT_TRUE(names.count(n)) << n;
+}
+
+std::vector<float> seeded(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = round_bf16(static_cast<float>(seed >> 8) / static_cast<float>(1u << 24) - 0.5f);
+  }
+  return v;
+}
+
+OpCase op_case(const std::string& op, std::map<std::string, int64_t> dims, std::vector<std::vector<float>> in) {
+  OpCase c;
+  c.where = "unit";
+  c.shape.op = op;
+  c.shape.dims = std::move(dims);
+  c.inputs = std::move(in);
+  c.activation = {true, false};
+  c.rows = c.shape.dim("M");
+  return c;
+}
+
+// An output that passes the op's gate against the correct op is not explained away.
+TEST(Diagnosers, NothingToExplainWhenTheOutputIsRight) {
+  OpCase c = op_case("linear", {{"M", 4}, {"K", 16}, {"N", 8}}, {seeded(64, 1), seeded(128, 2)});
+  const std::vector<std::span<const float>> in(c.inputs.begin(), c.inputs.end());
+  c.npu = reference_op(c.shape, in);
+  round_bf16_inplace(c.npu);
+  const Diagnosis d = diagnose(c);
+  EXPECT_FALSE(d.known()) << d.line();
+  EXPECT_NE(d.line().find("nothing to explain"), std::string::npos) << d.line();
+}
+
+// A hypothesis the inputs cannot tell from the correct op (a missing or doubled
+// bias when the bias is zero) is never named, however wrong the output.
+TEST(Diagnosers, IndistinguishableHypothesisIsNotNamed) {
+  OpCase c = op_case("bias_add", {{"M", 4}, {"N", 8}}, {seeded(32, 3), std::vector<float>(8, 0.0f)});
+  c.npu = c.inputs[0];
+  for (float& x : c.npu) x = round_bf16(x + 0.25f);
+  const Diagnosis d = diagnose(c);
+  EXPECT_FALSE(d.known()) << d.line();
+  EXPECT_NE(d.line().find("bias: the bias missing: indistinguishable"), std::string::npos) << d.line();
 }
 
 TEST(Diagnosers, HonestDeployRunsNone) {
