@@ -28,8 +28,9 @@ std::optional<Diagnosis> diagnose_run(Context& ctx, const compiler::Graph& g, co
 // prompt, on the NPU prefill's own KV cache) run on the executor keeping every
 // value, then diagnose_run on it.
 std::optional<Diagnosis> diagnose_decode(Context& ctx);
-// Appends the diagnosis (or "unknown" for nullopt) to the first failed check's
+// Runs `run` and appends its diagnosis (or "unknown" for nullopt) to the first failed check's
 // message, to issues.md and to details["diagnoses"].
-void attach(Context& ctx, PhaseResult& r, const std::optional<Diagnosis>& d);
+// `run` throwing an Error leaves an issue line instead: the gate's verdict stands.
+void attach(Context& ctx, PhaseResult& r, const std::function<std::optional<Diagnosis>()>& run);
 
 }  // namespace tessera::pipeline::detail

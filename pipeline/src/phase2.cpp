@@ -62,7 +62,6 @@ PhaseResult gate_block(Context& ctx) {
   }
   for (const auto& c : r.checks)
     if (!c.passed) r.status = "failed";
-  const runtime::Values host = host_inputs(c1, orc.prompt);
   r.details = {{"seq", ctx.seq()},
                {"block_predicted_seconds", res.predicted_seconds},
                {"block_host_seconds", res.host_seconds},
@@ -73,7 +72,8 @@ PhaseResult gate_block(Context& ctx) {
                {"rules", nlohmann::json::array()}};
   for (const auto& rule : phase2_rules())
     r.details["rules"].push_back({{"name", rule.name}, {"value", rule.value}, {"reason", rule.reason}});
-  if (r.status == "failed") attach(ctx, r, diagnose_run(ctx, block.graph, res.values, host, "phase 2"));
+  if (r.status == "failed")
+    attach(ctx, r, [&] { return diagnose_run(ctx, block.graph, res.values, host_inputs(c1, orc.prompt), "phase 2"); });
   r.host_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return r;
 }

@@ -102,12 +102,11 @@ PhaseResult run_phase3(Context& ctx, std::vector<std::string>&) {
   r.details["predicted_seconds"] = res.predicted_seconds;
   r.details["host_seconds"] = res.host_seconds;
   r.details["dispatches"] = plan.dispatches();
-  if (r.status == "failed") {
-    // The gate run kept only the layer outputs: the diagnosis re-runs keeping every value.
-    const runtime::Values host = host_inputs(ctx.config, orc.prompt);
-    const runtime::ExecResult all = exec.run(plan, host);
-    attach(ctx, r, diagnose_run(ctx, plan.graph, all.values, host, "phase 3"));
-  }
+  if (r.status == "failed")
+    attach(ctx, r, [&] {  // the gate run kept only the layer outputs: re-run keeping every value
+      const runtime::Values host = host_inputs(ctx.config, orc.prompt);
+      return diagnose_run(ctx, plan.graph, exec.run(plan, host).values, host, "phase 3");
+    });
   r.host_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return r;
 }
