@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "deploy_internal.h"
+#include "diagnose_run.h"
 #include "tessera/core/error.h"
 #include "tessera/model/model_dir.h"
 #include "tessera/model/safetensors.h"
@@ -154,6 +155,8 @@ PhaseResult run_phase1_gate(Context& ctx, std::vector<std::string>&) {
   po.seed = ctx.opts.seed;
   po.prompt = ctx.oracle().prompt;  // the gate prompt phases 2-6 run
   po.builders = ctx.opts.builders;
+  std::vector<Diagnosis> diagnoses;
+  po.on_failure = phase1_diagnoser(ctx, diagnoses);
   ctx.progress("phase 1: kernels", 0, 1);
   const Phase1Report rep = run_phase1(ctx.config, ctx.weights(), ctx.opts.spec, po);
   ctx.progress("phase 1: kernels", 1, 1);
@@ -169,6 +172,7 @@ PhaseResult run_phase1_gate(Context& ctx, std::vector<std::string>&) {
                                                  : fmt::format("{}: {}", status_name(k.status), k.message);
     r.checks.push_back(std::move(c));
   }
+  attach_phase1(ctx, r, rep, diagnoses);
   r.host_seconds = since(t0);
   return r;
 }

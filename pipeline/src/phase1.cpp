@@ -212,6 +212,8 @@ KernelResult run_kernel(const Graph& g, const compiler::UniqueOp& u,
                         const std::function<Inputs()>& fetch, const npu::DeviceSpec& spec,
                         const Phase1Options& opts, const BuilderLookup& lookup) {
   const Node& node = g.nodes[u.nodes.front()];
+  std::vector<bool> activation;
+  for (const ValueRef& ref : node.inputs) activation.push_back(ref.kind == ValueKind::activation);
   KernelResult r;
   r.node = node.name;
   for (size_t i : u.nodes)
@@ -242,6 +244,7 @@ KernelResult run_kernel(const Graph& g, const compiler::UniqueOp& u,
     r.status = KernelStatus::build_error;
     r.message = e.what();
     r.host_seconds = since(t0);
+    if (opts.on_failure) opts.on_failure({r, u.shape, nullptr, activation, nullptr, std::current_exception(), g.seq, g.past});
     return r;
   }
   if (!opts.simulate) {
@@ -251,8 +254,10 @@ KernelResult run_kernel(const Graph& g, const compiler::UniqueOp& u,
     return r;
   }
   const Inputs in = fetch();
+  std::vector<float> out;
   try {
     const kernels::OpRun run = kernels::run_op(built, in, spec);
+    out = run.outputs.at(0);
     std::vector<std::span<const float>> spans(in.begin(), in.end());
     std::vector<float> ref = reference_op(u.shape, spans);
     if (u.shape.op == "argmax") {
@@ -267,11 +272,13 @@ KernelResult run_kernel(const Graph& g, const compiler::UniqueOp& u,
     r.status = KernelStatus::run_error;
     r.message = e.what();
     r.host_seconds = since(t0);
+    if (opts.on_failure) opts.on_failure({r, u.shape, &in, activation, nullptr, std::current_exception(), g.seq, g.past});
     return r;
   }
   r.failed = failed_metrics(r.metrics, r.threshold);
   r.status = r.failed.empty() ? KernelStatus::pass : KernelStatus::fail;
   r.host_seconds = since(t0);
+  if (!r.failed.empty() && opts.on_failure) opts.on_failure({r, u.shape, &in, activation, &out, nullptr, g.seq, g.past});
   return r;
 }
 

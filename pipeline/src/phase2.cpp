@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "deploy_internal.h"
+#include "diagnose_run.h"
 #include "tessera/core/error.h"
 #include "tessera/oracle/taps.h"
 #include "tessera/pipeline/deploy_thresholds.h"
@@ -71,6 +72,8 @@ PhaseResult gate_block(Context& ctx) {
                {"rules", nlohmann::json::array()}};
   for (const auto& rule : phase2_rules())
     r.details["rules"].push_back({{"name", rule.name}, {"value", rule.value}, {"reason", rule.reason}});
+  if (r.status == "failed")
+    attach(ctx, r, [&] { return diagnose_run(ctx, block.graph, res.values, host_inputs(c1, orc.prompt), "phase 2"); });
   r.host_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return r;
 }

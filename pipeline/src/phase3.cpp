@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "deploy_internal.h"
+#include "diagnose_run.h"
 #include "tessera/core/error.h"
 #include "tessera/pipeline/deploy_thresholds.h"
 
@@ -101,6 +102,11 @@ PhaseResult run_phase3(Context& ctx, std::vector<std::string>&) {
   r.details["predicted_seconds"] = res.predicted_seconds;
   r.details["host_seconds"] = res.host_seconds;
   r.details["dispatches"] = plan.dispatches();
+  if (r.status == "failed")
+    attach(ctx, r, [&] {  // the gate run kept only the layer outputs: re-run keeping every value
+      const runtime::Values host = host_inputs(ctx.config, orc.prompt);
+      return diagnose_run(ctx, plan.graph, exec.run(plan, host).values, host, "phase 3");
+    });
   r.host_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return r;
 }

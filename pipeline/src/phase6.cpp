@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "deploy_internal.h"
+#include "diagnose_run.h"
 #include "tessera/core/error.h"
 #include "tessera/pipeline/deploy_thresholds.h"
 #include "tessera/oracle/taps.h"
@@ -164,6 +165,7 @@ PhaseResult run_phase6(Context& ctx, std::vector<std::string>&) {
                {"decode_predicted_seconds_per_token", dec_pred / steps},
                {"decode_host_seconds_per_token", dec_host / steps},
                {"decode_predicted_tokens_per_second", dec_pred > 0 ? steps / dec_pred : 0.0}};
+  if (r.status == "failed") attach(ctx, r, [&] { return diagnose_decode(ctx); });
   r.host_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return r;
 }

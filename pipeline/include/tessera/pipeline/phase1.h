@@ -12,6 +12,7 @@
 // with the inputs of its first (layer-0) node. The decode pass does the same
 // for one token after an S-token prefill (P = S).
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -34,6 +35,20 @@ namespace tessera::pipeline {
 using BuilderLookup = std::function<const kernels::OpBuilder*(const std::string& op)>;
 BuilderLookup registered_builders();  // kernels::op_builder, nullptr for unknown ops
 
+struct KernelResult;
+
+// A kernel that failed its gate or its build, as it ran: what the diagnosers
+// (diagnose.h) re-run their hypotheses on.
+struct KernelFailure {
+  const KernelResult& result;
+  const kernels::OpShape& shape;
+  const std::vector<std::vector<float>>* inputs;  // nullptr: it never ran
+  const std::vector<bool>& activation;            // per input: an activation
+  const std::vector<float>* npu;                  // its output; nullptr: none
+  std::exception_ptr error;                       // the build / run error
+  int64_t rows = 0, past = 0;                     // S and P of the pass
+};
+
 struct Phase1Options {
   int64_t seq = 17;        // prefill length S; the decode pass runs at P = S (seq 1: one
                            // decode step at P = 0, no prefill)
@@ -46,6 +61,8 @@ struct Phase1Options {
   std::vector<int32_t> prompt;
   bool simulate = true;    // false: build + validate + estimate_time only
   BuilderLookup builders;  // empty: registered_builders()
+  // Called for every kernel that failed (deploy runs the diagnosers here).
+  std::function<void(const KernelFailure&)> on_failure;
 };
 
 // not_judged: built + validated + timed without simulation (--no-sim); it is
