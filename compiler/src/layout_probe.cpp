@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -109,13 +110,22 @@ ProbeResult probe_output(const kernels::BuiltOp& op, size_t output) {
                 op.outputs.size());
   // The host buffers the design writes (from-device DMA tasks), name order.
   std::map<std::string, int64_t> written;
+  std::set<std::string> read_back;
   ProbeResult opaque;
   opaque.opaque = true;
   for (const npu::Launch& l : op.design.launches)
-    for (const npu::DmaTask& t : l.sequence)
-      if (!t.to_device) written[t.host_buffer] = 0;
+    for (const npu::DmaTask& t : l.sequence) {
+      if (t.to_device) read_back.insert(t.host_buffer);
+      else written[t.host_buffer] = 0;
+    }
   for (const npu::HostBuffer& h : op.design.host_buffers) {
     if (!written.count(h.name)) continue;
+    // An f32 buffer a later launch reads back (attention_decode's partial
+    // softmax states) is the design's DDR scratch, not where the output lies.
+    if (h.elem_bytes != 2 && read_back.count(h.name)) {
+      written.erase(h.name);
+      continue;
+    }
     if (h.elem_bytes != 2) return opaque;  // ids, f32 tables: not a bf16 gather
     written[h.name] = h.bytes;
   }

@@ -18,6 +18,7 @@ std::string pass_fuse(Plan& plan, DesignCache& cache, bool bug);  // pass_fuse.c
 std::string pass_buffers(Plan& plan, DesignCache& cache, bool bug);  // pass_buffers.cpp
 std::string pass_reuse_buffers(Plan& plan, DesignCache& cache, bool bug);
 std::string pass_align_layouts(Plan& plan, DesignCache& cache, bool bug);  // pass_align.cpp
+std::string pass_kv_resident(Plan& plan, DesignCache& cache, bool bug);  // pass_kv_resident.cpp
 
 namespace {
 
@@ -114,9 +115,12 @@ void build_launch(const Plan& plan, Launch& l, DesignCache& cache) {
       l.in_layouts.emplace_back();
     } else {
       l.weight_layouts.emplace_back();
-      // The host packs what it supplies; only NPU-made values are probed.
+      // The host packs what it supplies; only NPU-made values are probed. The
+      // cache a resident kv_append updates is already in DDR as it reads it
+      // (input 1 of kv_append is the cache it writes in place).
       if (in.kind == ValueKind::host) {
-        l.in_layouts.emplace_back("a:host");
+        const bool resident = l.shape.op == "kv_append" && k == 1 && l.tiles.count("cache_rows");
+        l.in_layouts.emplace_back(resident ? kResidentLayout : "a:host");
         continue;
       }
       const auto& a = cache.activation(e, static_cast<int>(k));
@@ -150,6 +154,9 @@ namespace {
 const std::vector<PassInfo> kPasses = {
     {"place", true, "one step per graph node, NPU or host by style", place},
     {"build", true, "designs, timings, weight and activation layout keys", build},
+    {"kv-resident", false, "decode KV cache resident in DDR in the attention's layout, "
+                           "kv_append on the NPU writing it in place (no per-step re-pack)",
+     pass_kv_resident},
     {"align-layouts", false, "producer and readers of an activation rebuilt in the row-major "
                              "layout where that lowers the predicted time (no re-layout)",
      pass_align_layouts},
@@ -187,7 +194,7 @@ const std::vector<PassInfo>& pass_registry() { return kPasses; }
 
 std::vector<std::string> style_passes(PlanStyle style) {
   if (style == PlanStyle::per_op) return {"place", "build", "buffers"};
-  return {"place", "build", "align-layouts", "fuse", "buffers", "reuse-buffers"};
+  return {"place", "build", "kv-resident", "align-layouts", "fuse", "buffers", "reuse-buffers"};
 }
 
 std::vector<std::string> resolve_passes(PlanStyle style, const std::vector<std::string>& passes,

@@ -87,7 +87,7 @@ void update_costs(Plan& plan, const npu::DeviceSpec& spec) {
       const Node& n = plan.graph.nodes.at(l.node);
       for (size_t k = 0; k < n.inputs.size(); ++k) {
         const ValueRef& r = n.inputs[k];
-        if (r.kind == ValueKind::weight) continue;
+        if (r.kind == ValueKind::weight || l.in_layouts.at(k) == kResidentLayout) continue;
         ValueRef whole = r;
         whole.last_row = false;
         auto p = producer.find(whole.str());

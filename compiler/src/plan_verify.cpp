@@ -127,12 +127,37 @@ std::string check_handoffs(const Plan& p) {
   return "";
 }
 
+// A resident input (kResidentLayout) is an elided copy: the value stays in
+// DDR between calls in the launch's output layout, so every reader of the
+// output must take it as it is, on the NPU; one that wants another layout
+// means the copy the plan no longer charges is still needed.
+std::string check_resident(const Plan& p) {
+  std::map<std::string, const Launch*> resident;  // output -> its resident writer
+  for (const Step& s : p.steps)
+    for (const Launch& l : s.launches) {
+      const Node& n = p.graph.nodes.at(l.node);
+      for (size_t k = 0; k < n.inputs.size() && k < l.in_layouts.size(); ++k) {
+        auto it = resident.find(whole(n.inputs[k]));
+        if (n.inputs[k].kind != ValueKind::activation || it == resident.end()) continue;
+        if (s.kind != StepKind::npu || n.inputs[k].last_row ||
+            !layouts_match(it->second->out_layout, l.in_layouts[k]))
+          return fmt::format("{} is resident in layout {}, but {} reads it as {}: the elided "
+                             "copy is needed", it->first, it->second->out_layout, l.name,
+                             n.inputs[k].last_row ? "one row" : l.in_layouts[k]);
+      }
+      for (const std::string& in : l.in_layouts)
+        if (in == kResidentLayout) resident[l.name] = &l;
+    }
+  return "";
+}
+
 }  // namespace
 
 std::string verify_plan(const Plan& p) {
   if (p.steps.empty()) return "";  // not placed yet
   std::string e = check_order(p);
   if (e.empty()) e = check_handoffs(p);
+  if (e.empty()) e = check_resident(p);
   if (e.empty()) e = check_lifetimes(p);
   if (e.empty()) e = check_arena(p);
   return e;

@@ -173,7 +173,51 @@ TEST_P(AttentionBuilderSim, DecodeRaggedMatchesOracle) {
   }
 }
 
+// Resident K/V ("cache_rows"): the same blocks reach the same tiles, only the
+// shim cuts them out of the row-major cache, so the result is bit-identical to
+// the blocked design's; the cache buffer's size and its row t do not depend on
+// T (what lets it stay in DDR from one decode position to the next).
+TEST_P(AttentionBuilderSim, DecodeResidentCacheIsTheBlockedResult) {
+  const auto spec = npu::DeviceSpec::preset(GetParam());
+  for (const auto& [c, tiles] : std::vector<std::pair<Case, TileOptions>>{
+           {{1, 36, 14, 2, 64}, {{"bk", 8}}}, {{1, 299, 4, 1, 128}, {}}, {{1, 70, 9, 3, 64}, {}}}) {
+    SCOPED_TRACE(fmt::format("T={} heads={} kv={} on {}", c.P + 1, c.heads, c.kv, spec.name));
+    TileOptions resident = tiles;
+    resident["cache_rows"] = 512;
+    BuiltOp blocked = op_builder("attention_decode").build(decode_shape(c), spec, tiles);
+    BuiltOp res = op_builder("attention_decode").build(decode_shape(c), spec, resident);
+    EXPECT_EQ(res.tiles.at("cache_rows"), 512);
+    const Outcome a = run_case(c, blocked, spec, 1, 1), b = run_case(c, res, spec, 1, 1);
+    EXPECT_EQ(a.got, b.got);
+    // Row t of the cache at byte t * kv_dim * 2 of a 512-row buffer, at T and T + 1.
+    Case next = c;
+    next.P += 1;
+    BuiltOp later = op_builder("attention_decode").build(decode_shape(next), spec, resident);
+    const int64_t kvd = c.kv * c.D;
+    auto k = bf16_values(static_cast<size_t>((c.P + 2) * kvd), 5, -1, 1);
+    npu::HostMemory h1, h2;
+    res.pack(1, std::span<const float>(k).first(static_cast<size_t>((c.P + 1) * kvd)), h1);
+    later.pack(1, k, h2);
+    ASSERT_EQ(h1.at("k_cache").size(), static_cast<size_t>(512 * kvd * 2));
+    ASSERT_EQ(h2.at("k_cache").size(), h1.at("k_cache").size());
+    EXPECT_TRUE(std::equal(h1.at("k_cache").begin(),
+                           h1.at("k_cache").begin() + (c.P + 1) * kvd * 2, h2.at("k_cache").begin()));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, AttentionBuilderSim, ::testing::Values("xdna2", "xdna1"));
+
+// A resident cache too short for the rows the tiles stream, or a context that
+// needs more shim tasks than a column has BDs, is refused by name.
+TEST(AttentionBuilder, ResidentCacheLimitsAreLimitErrors) {
+  const auto spec = npu::DeviceSpec::preset("xdna2");
+  EXPECT_THROW(op_builder("attention_decode").build(decode_shape({1, 99, 4, 1, 64}), spec,
+                                                    {{"cache_rows", 64}}),
+               LimitError);
+  EXPECT_THROW(op_builder("attention_decode").build(decode_shape({1, 4000, 4, 4, 64}), spec,
+                                                    {{"bk", 8}, {"cache_rows", 4096}}),
+               LimitError);
+}
 
 // The GQA mapping the builders implement (query head h reads KV head h / group)
 // is told apart from the classic bug h % kv_heads: against an oracle with the

@@ -44,6 +44,30 @@ TEST_P(KvAppendBuilder, WritesExactlyTheNewRows) {
   }
 }
 
+// "cache_rows": the cache buffer has exactly that many rows at every T, the
+// new rows still land exactly, and a cache shorter than the run is refused.
+TEST_P(KvAppendBuilder, ResidentCacheRowsFixTheBuffer) {
+  auto spec = npu::DeviceSpec::preset(GetParam());
+  for (auto [M, T, pos] : {std::tuple<int64_t, int64_t, int64_t>{1, 40, 39}, {1, 41, 40}, {5, 60, 55}}) {
+    SCOPED_TRACE(fmt::format("M={} T={} pos={}", M, T, pos));
+    const int64_t kv = 128;
+    BuiltOp b = op_builder("kv_append").build(kv_shape(M, T, pos, kv), spec, {{"cache_rows", 256}});
+    EXPECT_EQ(b.tiles.at("cache_rows"), 256);
+    int64_t bytes = 0;
+    for (const auto& h : b.design.host_buffers)
+      if (h.name == "cache") bytes = h.bytes;
+    EXPECT_EQ(bytes, 256 * kv * 2);
+    auto fresh = bf16_values(static_cast<size_t>(M * kv), 11);
+    auto cache = bf16_values(static_cast<size_t>(T * kv), 12);
+    OpRun run = run_op(b, {fresh, cache}, spec);
+    std::vector<float> want = cache;
+    std::copy(fresh.begin(), fresh.end(), want.begin() + pos * kv);
+    EXPECT_EQ(run.outputs.at(0), want);
+  }
+  EXPECT_THROW(op_builder("kv_append").build(kv_shape(1, 40, 39, 128), spec, {{"cache_rows", 39}}),
+               LimitError);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, KvAppendBuilder, ::testing::Values("xdna2", "xdna1"));
 
 TEST(KvAppendBuilderLimits, AppendPastTheCacheIsALimitError) {

@@ -212,13 +212,18 @@ TEST(Deploy, PhasesFourAndFiveKeepPassesAndLogThem) {
   ASSERT_TRUE(r.passed()) << r.failure();
   for (int phase : {4, 5}) {
     const PhaseResult& p = r.phases[static_cast<size_t>(phase)];
-    EXPECT_EQ(p.details["passes"], (std::vector<std::string>{"place", "build", "align-layouts", "fuse", "buffers", "reuse-buffers"}));
+    EXPECT_EQ(p.details["passes"], (std::vector<std::string>{"place", "build", "kv-resident", "align-layouts", "fuse", "buffers", "reuse-buffers"}));
     for (const auto& t : p.details["tried"]) EXPECT_TRUE(t["kept"].get<bool>()) << t.dump();
   }
   const auto& tried4 = r.phases[4].details["tried"];
-  ASSERT_EQ(tried4[1]["pass"], "fuse");
-  EXPECT_LE(tried4[0]["prefill_after"].get<double>(), tried4[0]["prefill_before"].get<double>());
-  EXPECT_LT(tried4[1]["prefill_after"].get<double>(), tried4[1]["prefill_before"].get<double>());
+  ASSERT_EQ(tried4[2]["pass"], "fuse");
+  EXPECT_LE(tried4[1]["prefill_after"].get<double>(), tried4[1]["prefill_before"].get<double>());
+  EXPECT_LT(tried4[2]["prefill_after"].get<double>(), tried4[2]["prefill_before"].get<double>());
+  // Phase 5's kv-resident is tried and gated; over tiny's 17-token cache a
+  // resident copy does not pay, so the pass keeps the host cache (no slower).
+  const auto& tried5 = r.phases[5].details["tried"];
+  ASSERT_EQ(tried5[0]["pass"], "kv-resident");
+  EXPECT_LE(tried5[0]["decode_after"].get<double>(), tried5[0]["decode_before"].get<double>());
   const std::string traj = slurp(out / "perf_opt_traj.md");
   EXPECT_NE(traj.find("| 4 | fuse |"), std::string::npos) << traj;
   EXPECT_NE(traj.find("| 5 | reuse-buffers |"), std::string::npos) << traj;
@@ -245,6 +250,28 @@ TEST(Deploy, PlantedPassBugIsRolledBackAndNamed) {
   const std::string issues = slurp(o.out / "issues.md");
   EXPECT_NE(issues.find("phase 4: pass 'fuse' rolled back"), std::string::npos) << issues;
   EXPECT_NE(slurp(o.out / "perf_opt_traj.md").find("failed (rolled back)"), std::string::npos);
+}
+
+// kv-resident's planted bug (the cache declared resident, the attention still
+// reading its own copy) touches decode plans only: phase 5 rolls it back and
+// names it, phase 4 keeps the pass (its prefill plan has no decode cache).
+TEST(Deploy, PlantedKvResidentBugIsRolledBackInPhaseFive) {
+  DeployOptions o = tiny_options("tiny", scratch("kvbug"));
+  o.plant_pass_bug = "kv-resident";
+  const DeployReport r = deploy(o);
+  ASSERT_TRUE(r.passed()) << r.failure();
+  auto check = [&](int phase) {
+    const auto& cs = r.phases[static_cast<size_t>(phase)].checks;
+    auto c = std::find_if(cs.begin(), cs.end(), [](const auto& x) { return x.name == "pass kv-resident"; });
+    EXPECT_NE(c, cs.end());
+    return c == cs.end() ? GateCheck{} : *c;
+  };
+  EXPECT_TRUE(check(4).passed);
+  const GateCheck five = check(5);
+  EXPECT_FALSE(five.passed);
+  EXPECT_NE(five.message.find("the elided copy is needed"), std::string::npos) << five.message;
+  EXPECT_NE(slurp(o.out / "issues.md").find("phase 5: pass 'kv-resident' rolled back"),
+            std::string::npos);
 }
 
 TEST(Deploy, RejectsBadOptionsBeforeAnyWork) {

@@ -80,6 +80,23 @@ std::vector<CoreOp> worker_round(const DecodePlan& p, int c, int64_t round, int 
   return ops;
 }
 
+// Resident K/V: object (round i, block k, slot) of column c gathers the R
+// sub-blocks its tiles own (rows first_block(r) + k blocks on, head h) from
+// the row-major cache, in stream order K then V.
+void add_resident_kv(npu::Launch& l, const DecodePlan& p, int c, const std::string& kv) {
+  const int64_t kvd = p.kv_heads * p.D;
+  for (int64_t i = 0; i < p.rounds; ++i) {
+    const int64_t h = item_head(p, c, i);
+    for (int64_t k = 0; k < p.nb; ++k) {
+      const int64_t row0 = first_block(p, c, i, 0) * p.bk + k * p.bk;
+      const auto pat = b::pattern({{p.R, p.nb * p.bk * kvd}, {p.bk, kvd}, {p.D, 1}},
+                                  row0 * kvd + h * p.D);
+      l.sequence.push_back(b::to_device(kv, "k_cache", pat));
+      l.sequence.push_back(b::to_device(kv, "v_cache", pat));
+    }
+  }
+}
+
 npu::Launch partial_launch(const DecodePlan& p, const npu::DeviceSpec& spec) {
   npu::Launch l;
   l.name = "attention_decode_partial";
@@ -113,7 +130,10 @@ npu::Launch partial_launch(const DecodePlan& p, const npu::DeviceSpec& spec) {
     l.links.push_back(std::move(split));
     l.links.push_back(std::move(join));
     l.sequence.push_back(b::to_device(q, q_host(c)));
-    l.sequence.push_back(b::to_device(kv, kv_host(c)));
+    if (p.cache_rows > 0)
+      add_resident_kv(l, p, c, kv);
+    else
+      l.sequence.push_back(b::to_device(kv, kv_host(c)));
     l.sequence.push_back(b::from_device(
         s, "part", span_pattern(state_offset(p, c, 0), p.rounds * p.R * sf, total_states, 1, spec,
                                 what + " partial states")));
@@ -174,6 +194,11 @@ void pack_q(const DecodePlan& p, const npu::Design& d, std::span<const float> q,
 
 void pack_kv(const DecodePlan& p, const npu::Design& d, std::span<const float> x, int slot,
              npu::HostMemory& host) {
+  if (p.cache_rows > 0) {  // resident: row t of the cache is position t
+    bf16* dst = host_bf16(d, slot == 0 ? "k_cache" : "v_cache", host);
+    for (size_t e = 0; e < x.size(); ++e) dst[e] = f32_to_bf16(x[e]);
+    return;
+  }
   for (int c = 0; c < p.C; ++c) {
     bf16* dst = host_bf16(d, kv_host(c), host);
     for (int64_t i = 0; i < p.rounds; ++i) {
@@ -196,7 +221,13 @@ npu::Design make_design(const DecodePlan& p, const npu::DeviceSpec& spec) {
   d.name = fmt::format("attention_decode_T{}_h{}_kv{}_d{}_bk{}", p.T, p.heads, p.kv_heads, p.D, p.bk);
   for (int c = 0; c < p.C; ++c) {
     d.host_buffers.push_back({q_host(c), p.rounds * p.G * p.D * 2, 2});
-    d.host_buffers.push_back({kv_host(c), p.rounds * p.nb * 2 * p.R * p.bk * p.D * 2, 2});
+    if (p.cache_rows == 0)
+      d.host_buffers.push_back({kv_host(c), p.rounds * p.nb * 2 * p.R * p.bk * p.D * 2, 2});
+  }
+  if (p.cache_rows > 0) {
+    d.name += fmt::format("_cache{}", p.cache_rows);
+    for (const char* name : {"k_cache", "v_cache"})
+      d.host_buffers.push_back({name, p.cache_rows * p.kv_heads * p.D * 2, 2});
   }
   d.host_buffers.push_back({"part", int64_t{p.C} * p.rounds * p.R * p.state_floats() * 4, 4});
   d.host_buffers.push_back({"out", p.heads * p.D * 2, 2});
@@ -214,6 +245,27 @@ class AttentionDecodeBuilder : public OpBuilder {
   }
 };
 
+// The resident cache must hold every row a tile's blocks span, and each
+// column's shim a task per (round, block, K|V) besides q and the states.
+void check_resident(const DecodePlan& p, const npu::DeviceSpec& spec, int64_t splits) {
+  const int64_t span = splits * p.nb * p.bk;
+  if (p.cache_rows < span)
+    throw_error<LimitError>("{}: the resident cache of {} rows is shorter than the {} rows "
+                            "({} tiles x {} blocks of {}) the tiles stream", shape_text(p),
+                            p.cache_rows, span, splits, p.nb, p.bk);
+  const int64_t stride = p.nb * p.bk * p.kv_heads * p.D;  // from one tile's rows to the next's
+  if (stride > spec.bd_max_stride)
+    throw_error<LimitError>("{}: a resident cache read strides {} elements between tiles, past the "
+                            "BD stride limit {} of {}", shape_text(p), stride, spec.bd_max_stride,
+                            spec.name);
+  const int64_t tasks = 2 + 2 * p.rounds * p.nb;
+  if (tasks > spec.shim.buffer_descriptors)
+    throw_error<LimitError>("{}: reading a resident cache takes {} shim tasks per column ({} "
+                            "rounds x {} blocks x K,V + q + states), {} has {} shim BDs",
+                            shape_text(p), tasks, p.rounds, p.nb, spec.name,
+                            spec.shim.buffer_descriptors);
+}
+
 }  // namespace
 
 int64_t DecodePlan::l1_bytes() const {
@@ -223,7 +275,7 @@ int64_t DecodePlan::l1_bytes() const {
 
 DecodePlan plan_attention_decode(const OpShape& shape, const npu::DeviceSpec& spec,
                                  const TileOptions& tiles) {
-  check_tile_keys(shape.key(), tiles, {"bk", "columns", "rows"});
+  check_tile_keys(shape.key(), tiles, {"bk", "columns", "rows", "cache_rows"});
   DecodePlan p;
   p.T = shape.dim("T");
   p.heads = shape.dim("heads");
@@ -264,6 +316,8 @@ DecodePlan plan_attention_decode(const OpShape& shape, const npu::DeviceSpec& sp
   }
   p.NKB = ceil_div(p.T, p.bk);
   p.nb = ceil_div(p.NKB, splits);
+  p.cache_rows = opt(tiles, "cache_rows", 0);
+  if (p.cache_rows > 0) check_resident(p, spec, splits);
   return p;
 }
 
@@ -279,6 +333,7 @@ BuiltOp build_attention_decode(const OpShape& shape, const npu::DeviceSpec& spec
                 {"v", {p.T, p.kv_heads * p.D}}};
   out.outputs = {{"out", {1, p.heads * p.D}}};
   out.tiles = {{"bk", p.bk}, {"columns", p.C}, {"rows", p.R}};
+  if (p.cache_rows > 0) out.tiles["cache_rows"] = p.cache_rows;
   auto design = std::make_shared<npu::Design>(out.design);
   const std::string key = shape.key();
   out.pack = [p, design, key](size_t input, std::span<const float> v, npu::HostMemory& host) {

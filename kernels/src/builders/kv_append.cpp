@@ -5,6 +5,12 @@
 // the cache's own rows (pack of the cache fills them), so writing them back
 // is an identity; a cache shorter than the padded run gets a tail that is
 // never read back.
+//
+// TileOptions "cache_rows" = R (the compiler's kv-resident pass): the cache
+// buffer has exactly R rows, R >= T, whatever T is, so the layout the cache
+// lives in between decode steps is the same at every position and equals the
+// one attention_decode reads with the same key; a padded run that would
+// overrun R is a LimitError.
 #include <algorithm>
 #include <memory>
 
@@ -18,7 +24,10 @@ class KvAppendBuilder : public OpBuilder {
  public:
   std::string op() const override { return "kv_append"; }
   BuiltOp build(const OpShape& shape, const npu::DeviceSpec& spec,
-                const TileOptions& tiles) const override {
+                const TileOptions& given) const override {
+    TileOptions tiles = given;
+    const int64_t cache_rows = tiles.count("cache_rows") ? tiles.at("cache_rows") : 0;
+    tiles.erase("cache_rows");
     const int64_t M = shape.dim("M"), T = shape.dim("T"), pos = shape.dim("pos");
     const int64_t kv = shape.dim("kv_dim");
     if (M < 1 || pos < 0 || pos + M > T || kv < 2 || kv % 2)
@@ -37,9 +46,15 @@ class KvAppendBuilder : public OpBuilder {
     s.out_host = "cache";
     s.out_row0 = pos;
     s.out_rows = std::max(T, pos + plan_rowwise(s, spec, tiles).rows_padded());
+    if (cache_rows > 0 && cache_rows < s.out_rows)
+      throw_error<LimitError>("{}: the padded run ends at row {}, past the resident cache of {} "
+                              "rows", shape.key(), s.out_rows, cache_rows);
+    s.out_rows = std::max(s.out_rows, cache_rows);
     using Role = RowwiseInput::Role;
-    return build_rowwise(shape, s, spec, tiles, {{"new", {M, kv}}, {"cache", {T, kv}}},
-                         {{Role::stream, 0}, {Role::out_init, 0}}, {"cache", {T, kv}});
+    BuiltOp out = build_rowwise(shape, s, spec, tiles, {{"new", {M, kv}}, {"cache", {T, kv}}},
+                                {{Role::stream, 0}, {Role::out_init, 0}}, {"cache", {T, kv}});
+    if (cache_rows > 0) out.tiles["cache_rows"] = cache_rows;
+    return out;
   }
 };
 

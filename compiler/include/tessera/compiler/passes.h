@@ -9,6 +9,11 @@
 //   place          one step per graph node: NPU dispatch or host step (style)
 //   build          every NPU launch's design built (DesignCache), its timing,
 //                  weight and activation layout keys
+//   kv-resident    decode: the KV cache lives in DDR between calls in one
+//                  T-independent row-major layout the attention reads as it
+//                  is; kv_append runs on the NPU and writes the new rows into
+//                  it in place, so no step re-packs the cache (kept when the
+//                  predicted time drops)
 //   align-layouts  the producer writes the layout its readers read: for each
 //                  activation whose producer and readers are all NPU launches,
 //                  they are rebuilt in the row-major layout (kernels/
@@ -40,7 +45,8 @@ struct PassInfo {
   // Rewrites the plan; returns what changed ("merged 24 launches into 8
   // dispatches"). `bug`: the pass's planted bug (tests, deploy --plant-bug):
   // fuse merges across layout mismatches, reuse-buffers ignores liveness,
-  // align-layouts rebuilds a producer row-major without its readers.
+  // align-layouts rebuilds a producer row-major without its readers,
+  // kv-resident declares the cache resident without rebuilding the attention.
   std::string (*run)(Plan& plan, DesignCache& cache, bool bug);
 };
 const std::vector<PassInfo>& pass_registry();  // canonical order
@@ -89,7 +95,9 @@ namespace tessera::compiler {
 // one launch, in an order where each value is made before it is read; a host
 // step has one launch; inside an NPU step every value handed from one launch
 // to a later one is in the reader's layout (no host re-layout mid-dispatch);
-// activation buffers whose lifetimes overlap do not overlap in the arena.
+// activation buffers whose lifetimes overlap do not overlap in the arena;
+// every reader of a value written over a resident input (kResidentLayout)
+// reads it as it is, on the NPU.
 // Returns the first violation, "" when there is none.
 std::string verify_plan(const Plan& plan);
 

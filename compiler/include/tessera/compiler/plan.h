@@ -124,6 +124,11 @@ enum class StepKind { npu, host };
 // keys mean the consumer can read the producer's DDR buffer as it is. The
 // host's own layout is plain row-major bf16: kHostLayout.
 inline constexpr const char* kHostLayout = "rows";
+// The in-layout of a host-supplied input that is already in DDR in the layout
+// the launch reads it in, because an earlier call left it there: the KV cache
+// a resident kv_append updates in place (passes.h kv-resident). Never packed,
+// never charged a re-layout.
+inline constexpr const char* kResidentLayout = "a:resident";
 
 // One graph node executed inside a step: a launch of its built op (npu) or
 // the host's implementation of the op (host).

@@ -23,6 +23,15 @@
 //
 // pack() lays q / k / v out blocked in stream order (zero padded); unpack()
 // reads only the valid rows, so padding never reaches a result.
+//
+// Resident KV (attention_decode TileOptions "cache_rows" = R >= T): k and v are
+// read where the cache lives between decode steps instead, host buffers
+// "k_cache" / "v_cache" of R rows x kv_heads * head_dim, plain row-major bf16
+// (row t = position t, rows past T unused), the layout kv_append with
+// "cache_rows" = R writes in place. It does not depend on T, so no step
+// re-packs the cache; the shim cuts each tile's blocks out of it with one 3-D
+// task per (round, block, K|V), so the context a column can stream is bounded
+// by its shim BDs (LimitError beyond).
 #include <cstdint>
 #include <vector>
 
@@ -65,11 +74,12 @@ struct DecodePlan {
   int64_t NCH = 0;     // column items per head
   int64_t nb = 0;      // blocks per tile per item
   int64_t rounds = 0;  // items per column
+  int64_t cache_rows = 0;  // > 0: resident K/V buffers of this many rows
   int64_t state_floats() const { return G * (D + 2); }
   int64_t l1_bytes() const;
 };
 
-// TileOptions keys: "bk", "columns", "rows".
+// TileOptions keys: "bk", "columns", "rows", "cache_rows".
 DecodePlan plan_attention_decode(const OpShape& shape, const npu::DeviceSpec& spec,
                                  const TileOptions& tiles = {});
 BuiltOp build_attention_decode(const OpShape& shape, const npu::DeviceSpec& spec,

@@ -1,0 +1,138 @@
+// The kv-resident pass (passes.h): zero-copy KV cache for decode. Without it
+// kv_append is a host step that writes the new row into a row-major cache and
+// attention_decode packs the whole cache into its own blocked stream order on
+// every token (the relayout that dominates a decode attention step). With it
+// the cache lives in DDR between calls in one T-independent layout, `R` rows
+// of plain row-major bf16 (kernels/builders/attention.h "cache_rows"):
+// kv_append runs on the NPU and writes its M new rows into that buffer in
+// place, and the attention's shim reads its blocks straight out of it. The
+// cache before the call is then already where the design reads it
+// (kResidentLayout: no host pack), and the cache after it is read by the
+// attention as it is (same layout key: no unpack), so only the new rows move.
+//
+// R is fixed per plan from the context, not from T: the rows the attention's
+// tiles span at the plan's T and at a full context, at least the context.
+// Greedy like align-layouts: kept only when the plan's predicted time drops,
+// judged after a trial fuse of both plans, since an NPU kv_append is meant to
+// share the attention's dispatch (alone it would pay a dispatch overhead).
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "passes_internal.h"
+#include "plan_text.h"
+#include "tessera/compiler/passes.h"
+#include "tessera/core/error.h"
+#include "tessera/kernels/builders/attention.h"
+
+namespace tessera::compiler {
+
+std::string pass_fuse(Plan& plan, DesignCache& cache, bool bug);  // pass_fuse.cpp
+
+namespace {
+
+std::string whole(const ValueRef& r) {
+  ValueRef w = r;
+  w.last_row = false;
+  return w.str();
+}
+
+// Rows the attention's tiles stream at T (their blocks end past T when T does
+// not divide evenly), under the tile options it is built with.
+int64_t attention_span(const Launch& attn, int64_t T, const npu::DeviceSpec& spec) {
+  kernels::OpShape s = attn.shape;
+  s.dims["T"] = T;
+  kernels::TileOptions tiles = attn.tiles;
+  tiles.erase("cache_rows");
+  const kernels::DecodePlan p = kernels::plan_attention_decode(s, spec, tiles);
+  return p.NCH * p.R * p.nb * p.bk;
+}
+
+struct Candidate {
+  Step* append = nullptr;          // the host kv_append step
+  std::vector<Launch*> attention;  // its readers, every one an attention_decode launch
+};
+
+std::vector<Candidate> candidates(Plan& p, int64_t& prefill) {
+  std::map<std::string, Candidate> by_value;
+  std::vector<std::string> order;
+  for (Step& s : p.steps)
+    for (Launch& l : s.launches) {
+      if (l.shape.op == "kv_append" && s.kind == StepKind::host) {
+        by_value[l.name].append = &s;
+        order.push_back(l.name);
+      }
+      for (const ValueRef& r : p.graph.nodes.at(l.node).inputs) {
+        auto it = by_value.find(whole(r));
+        if (r.kind != ValueKind::activation || it == by_value.end()) continue;
+        if (s.kind == StepKind::npu && l.shape.op == "attention_decode")
+          it->second.attention.push_back(&l);
+        else
+          it->second.append = nullptr;  // another reader needs the cache as it is
+      }
+    }
+  std::vector<Candidate> out;
+  for (const std::string& v : order) {
+    Candidate& c = by_value[v];
+    if (c.append && !c.attention.empty())
+      out.push_back(c);
+    else
+      ++prefill;
+  }
+  return out;
+}
+
+// Predicted seconds of `p` once fused (a trial: p is left as it is).
+double fused_seconds(const Plan& p, DesignCache& cache) {
+  Plan trial = p;
+  pass_fuse(trial, cache, false);
+  update_costs(trial, cache.spec());
+  return trial.predicted_seconds();
+}
+
+}  // namespace
+
+std::string pass_kv_resident(Plan& p, DesignCache& cache, bool bug) {
+  const npu::DeviceSpec& spec = cache.spec();
+  update_costs(p, spec);
+  const double t0 = fused_seconds(p, cache);
+  int64_t other = 0;
+  std::vector<Candidate> cands = candidates(p, other);
+  if (cands.empty()) return fmt::format("no decode KV cache ({} kv_append left as they are)", other);
+  const Plan saved = p;  // launch pointers in cands point into p, not the copy
+  int64_t rows = 0;
+  try {
+    for (Candidate& c : cands) {
+      Launch& a = c.append->launches.front();
+      const int64_t T = a.shape.dim("T");
+      rows = std::max(p.context, T);
+      for (Launch* at : c.attention)
+        rows = std::max({rows, attention_span(*at, T, spec), attention_span(*at, p.context, spec)});
+      c.append->kind = StepKind::npu;
+      a = detail::place_launch(p, a.node, false, spec);
+      a.tiles["cache_rows"] = rows;
+      detail::build_launch(p, a, cache);
+      // Planted: the cache is declared resident but the attention still reads
+      // its own blocked copy, so the elided re-pack was needed.
+      if (bug) continue;
+      for (Launch* at : c.attention) {
+        at->tiles["cache_rows"] = rows;
+        detail::build_launch(p, *at, cache);
+      }
+    }
+  } catch (const LimitError& e) {
+    p = saved;
+    return fmt::format("kept the host cache: {}", e.what());
+  }
+  update_costs(p, spec);
+  if (const double t = bug ? 0 : fused_seconds(p, cache); t >= t0) {
+    p = saved;
+    return fmt::format("kept the host cache: resident predicts {} vs {} once fused",
+                       detail::time_text(t), detail::time_text(t0));
+  }
+  return fmt::format("{} kv_append on the NPU writing a resident cache of {} rows in place{}",
+                     cands.size(), rows, bug ? " (planted: attention not rebuilt)" : "");
+}
+
+}  // namespace tessera::compiler
