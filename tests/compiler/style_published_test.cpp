@@ -33,9 +33,9 @@ TEST(StylePublished, FusedDispatchPaysOneOverhead) {
   DesignCache cache(spec);
   const StylePlan p = plan_published(tiny(), PublishedStyle::mlir_air, 64, 64, cache);
   const StyleStep& s = p.step("o_ffn", false);
-  double want = spec.dispatch_overhead_seconds + spec.reconfigure_seconds * (s.launches.size() - 1) +
-                s.sync_bytes / spec.host_sync_bytes_per_second +
-                s.copy_bytes / spec.host_copy_bytes_per_second;
+  const double host = s.sync_bytes / spec.host_sync_bytes_per_second +
+                     s.copy_bytes / spec.host_copy_bytes_per_second;
+  double want = spec.dispatch_overhead_seconds + spec.reconfigure_seconds * (s.launches.size() - 1) + host;
   for (const auto& l : s.launches) {
     const npu::DispatchTiming t = npu::estimate_time(l.op->design, spec);
     want += t.total_seconds - t.overhead_seconds;
@@ -43,7 +43,7 @@ TEST(StylePublished, FusedDispatchPaysOneOverhead) {
   EXPECT_NEAR(time_step(s, spec).seconds, want, 1e-12);
   double separate = 0;
   for (const auto& l : s.launches) separate += npu::estimate_time(l.op->design, spec).total_seconds;
-  EXPECT_LT(time_step(s, spec).seconds, separate);
+  EXPECT_LT(time_step(s, spec).seconds - host, separate);  // the host writes come on top
 }
 
 // mlir-air writes only the activations a dispatch reads from outside it (the
