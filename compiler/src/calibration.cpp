@@ -73,6 +73,16 @@ std::vector<Registry> registry_figures(const model::ModelConfig& c) {
   };
 }
 
+// The host's share of a plan's runtime calls: copies into BOs and their syncs.
+double bo_write_seconds(const std::vector<StyleStep>& steps, const npu::DeviceSpec& s) {
+  double t = 0;
+  for (const StyleStep& st : steps)
+    t += static_cast<double>(st.repeat) *
+         (static_cast<double>(st.copy_bytes) / s.host_copy_bytes_per_second +
+          static_cast<double>(st.sync_bytes) / s.host_sync_bytes_per_second);
+  return t;
+}
+
 void add_kernels(std::set<std::string>& out, const npu::Design& d) {
   for (auto& k : npu::called_kernels(d)) out.insert(k);
 }
@@ -127,6 +137,13 @@ LlamaFigures::LlamaFigures(const npu::DeviceSpec& base) {
                           return FigurePrediction{t.seconds, t.bound};
                         }});
   }
+  // April prefill split: the buffer-object writes of the 49 runtime calls.
+  figures_.push_back({"mlir-air BO writes per prefill (46 ms)", "dispatch",
+                      "tessera plan --style mlir-air: copy + to-device sync of written inputs",
+                      std::string(kRef) + " prefill split (April 2026)", 46e-3, true,
+                      [air](TimingMemo& m) {
+                        return FigurePrediction{bo_write_seconds(air->prefill, m.spec()), "host"};
+                      }});
   auto total = [](std::shared_ptr<StylePlan> p, bool decode) {
     return [p, decode](TimingMemo& m) {
       return FigurePrediction{StylePlan::seconds(decode ? p->decode : p->prefill, m), "sum"};
@@ -148,11 +165,15 @@ LlamaFigures::LlamaFigures(const npu::DeviceSpec& base) {
   kernels_.assign(kernels.begin(), kernels.end());
 }
 
+// dispatch_overhead_seconds is measured directly (43.7-50.1 us, the dispatch
+// microbenchmark); fitted to composite figures it drifted to 91 us, twice the
+// measurement, so it stays at its sourced value.
 const std::vector<std::string>& fitted_fields() {
   static const std::vector<std::string> f = {
-      "vector_lanes_per_cycle",   "mmul_loop_overhead_cycles", "core_call_overhead_cycles",
-      "dma_object_overhead_cycles", "ddr_bytes_per_second",    "dispatch_overhead_seconds",
-      "host_bytes_per_second",    "host_call_overhead_seconds"};
+      "vector_lanes_per_cycle",   "gemv_macs_per_cycle",     "mmul_loop_overhead_cycles",
+      "core_call_overhead_cycles",
+      "dma_object_overhead_cycles", "ddr_bytes_per_second",
+      "host_bytes_per_second",    "host_call_overhead_seconds", "host_copy_bytes_per_second"};
   return f;
 }
 
@@ -160,13 +181,14 @@ namespace {
 
 double& field(npu::DeviceSpec& s, const std::string& name) {
   if (name == "vector_lanes_per_cycle") return s.vector_lanes_per_cycle;
+  if (name == "gemv_macs_per_cycle") return s.gemv_macs_per_cycle;
   if (name == "mmul_loop_overhead_cycles") return s.mmul_loop_overhead_cycles;
   if (name == "core_call_overhead_cycles") return s.core_call_overhead_cycles;
   if (name == "dma_object_overhead_cycles") return s.dma_object_overhead_cycles;
   if (name == "ddr_bytes_per_second") return s.ddr_bytes_per_second;
-  if (name == "dispatch_overhead_seconds") return s.dispatch_overhead_seconds;
   if (name == "host_bytes_per_second") return s.host_bytes_per_second;
   if (name == "host_call_overhead_seconds") return s.host_call_overhead_seconds;
+  if (name == "host_copy_bytes_per_second") return s.host_copy_bytes_per_second;
   throw_error<InternalError>("calibration: no fitted field '{}'", name);
 }
 

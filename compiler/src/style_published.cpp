@@ -56,6 +56,13 @@ kernels::TileOptions air_tiles(const kernels::OpShape& s, bool decode) {
   return {};
 }
 
+// IRON's Llama deployment builds its GEMMs with 64 x 64 x 64 core tiles on 8
+// columns (applications/llama_3.2_1b/src/block/gqa.py, aie_gemm_config).
+kernels::TileOptions iron_tiles(const kernels::OpShape& s) {
+  if (s.op == "linear" && s.dim("M") > 1) return {{"gemm", 1}, {"m", 64}, {"k", 64}, {"n", 64}};
+  return {};
+}
+
 class Lowering {
  public:
   Lowering(const model::ModelConfig& c, PublishedStyle style, DesignCache& cache, StylePlan& out)
@@ -64,7 +71,7 @@ class Lowering {
   StyleLaunch launch(const Node& n, const std::string& name, bool decode) {
     kernels::OpShape shape = n.shape;
     kernels::TileOptions tiles =
-        style_ == PublishedStyle::mlir_air ? air_tiles(shape, decode) : kernels::TileOptions{};
+        style_ == PublishedStyle::mlir_air ? air_tiles(shape, decode) : iron_tiles(shape);
     try {
       return {name, cache_.get(shape, tiles).op};
     } catch (const LimitError& e) {
@@ -81,14 +88,29 @@ class Lowering {
     StyleStep s;
     s.name = name;
     s.repeat = repeat;
+    std::vector<const Node*> members;
     for (const Node& n : g.nodes) {
       if (n.layer != layer || !nodes.count(n.name)) continue;
       s.launches.push_back(launch(n, n.name, decode));
-      if (style_ == PublishedStyle::iron) s.sync_bytes += activation_bytes(n, *s.launches.back().op);
+      members.push_back(&n);
     }
     if (s.launches.empty())
       throw_error<InternalError>("style {}: dispatch '{}' has no nodes", published_style_name(style_),
                                  name);
+    const BoBytes bo = bo_bytes(members, s.launches);
+    if (style_ == PublishedStyle::iron) {
+      // aie_base.py run_runlist: every BO of the runlist synced to the device
+      // and back; forward() copies inputs in and outputs out; one Python call.
+      s.sync_bytes = 2 * (bo.weights + bo.tables + bo.inputs + bo.intermediates + bo.outputs);
+      s.copy_bytes = bo.tables + bo.inputs + bo.outputs;  // IRON passes the angle slice per call
+      s.host_calls = 1;
+    } else {
+      // mlir-air writes the activation inputs (copy + to-device sync); weights
+      // and RoPE tables are pre-loaded, intermediates skipped, outputs read
+      // zero-copy.
+      s.sync_bytes = bo.inputs;
+      s.copy_bytes = bo.inputs;
+    }
     return s;
   }
 
@@ -98,13 +120,34 @@ class Lowering {
   }
 
  private:
-  // IRON round-trips activations through host DDR: every non-weight input and
-  // every output is synced once.
-  static int64_t activation_bytes(const Node& n, const kernels::BuiltOp& op) {
-    int64_t b = 0;
-    for (size_t i = 0; i < n.inputs.size() && i < op.inputs.size(); ++i)
-      if (n.inputs[i].kind != ValueKind::weight) b += bf16_bytes(op.inputs[i].shape);
-    for (const auto& o : op.outputs) b += bf16_bytes(o.shape);
+  // The buffer objects a dispatch's nodes touch, once each: weights, host
+  // tables (RoPE cos / sin), activation inputs produced outside it, outputs
+  // nothing inside reads, and intermediates (outputs read inside).
+  struct BoBytes {
+    int64_t weights = 0, tables = 0, inputs = 0, outputs = 0, intermediates = 0;
+  };
+  static BoBytes bo_bytes(const std::vector<const Node*>& nodes,
+                          const std::vector<StyleLaunch>& launches) {
+    std::set<std::string> produced, read, seen;
+    for (const Node* n : nodes) produced.insert(n->output.str());
+    for (const Node* n : nodes)
+      for (const auto& in : n->inputs) read.insert(in.str());
+    BoBytes b;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Node& n = *nodes[i];
+      const kernels::BuiltOp& op = *launches[i].op;
+      for (size_t j = 0; j < n.inputs.size() && j < op.inputs.size(); ++j) {
+        const ValueRef& v = n.inputs[j];
+        if (produced.count(v.str()) || !seen.insert(v.str()).second) continue;
+        const int64_t bytes = bf16_bytes(op.inputs[j].shape);
+        if (v.kind == ValueKind::weight) b.weights += bytes;
+        else if (v.kind == ValueKind::host && v.layer < 0) b.tables += bytes;
+        else b.inputs += bytes;
+      }
+      int64_t out = 0;
+      for (const auto& o : op.outputs) out += bf16_bytes(o.shape);
+      (read.count(n.output.str()) ? b.intermediates : b.outputs) += out;
+    }
     return b;
   }
 
@@ -177,9 +220,7 @@ std::vector<StyleStep> lower_air(const model::ModelConfig& c, const Graph& g, Lo
                                    "q_norm", "k_norm", "q_rot", "k_rot"};
   std::set<std::string> o_ffn = {"o", "h_mid", "ffn_norm", "gate", "up", "act", "down", "h_out"};
   if (!decode) {
-    auto first = L.dispatch("rms_gemms_rope", g, 0, attn_in, layers, false);
-    first.sync_bytes = S * H * 2;  // the embedded prompt, written once
-    steps.push_back(std::move(first));
+    steps.push_back(L.dispatch("rms_gemms_rope", g, 0, attn_in, layers, false));
     if (c.head_dim != kAirSeqFirstHeadDim) {
       L.note(fmt::format("head_dim {} != {}: host seq <-> head transposes around FlashAttention",
                          c.head_dim, kAirSeqFirstHeadDim));

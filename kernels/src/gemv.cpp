@@ -1,6 +1,7 @@
 #include "tessera/core/mutants.h"
 #include "tessera/kernels/gemv.h"
 
+#include <algorithm>
 #include <bit>
 
 #include "scratch.h"
@@ -22,9 +23,13 @@ int64_t gemv_l1_bytes(int64_t n, int64_t k, bool fused) {
   return 2 * (n * k + k) + (fused ? 2 : 4) * n;
 }
 
+// One dot product per row at the spec's GEMV MAC rate, then the lane fold.
 Cost gemv_cycles(int64_t n, int64_t k, const npu::DeviceSpec& spec) {
-  int64_t fold = std::bit_width(static_cast<uint64_t>(spec.vector_lanes_bf16));
-  return static_cast<double>(n) * (vector_cycles(k, 1, spec) + fixed_cycles(fold));
+  const int64_t lanes = spec.vector_lanes_bf16;
+  const int64_t fold = std::bit_width(static_cast<uint64_t>(lanes));
+  const double rate = std::min<double>(spec.gemv_macs_per_cycle, static_cast<double>(lanes));
+  const Cost dot{0, static_cast<double>(round_up(k, lanes)) / rate, 0};
+  return static_cast<double>(n) * (dot + fixed_cycles(fold));
 }
 
 namespace {

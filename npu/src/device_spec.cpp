@@ -78,6 +78,7 @@ const std::vector<FieldDef>& field_defs() {
       {"mmul_n", TS_F(mmul_n), "XDNA 2 bf16 mmul instruction 4x8x8; hardware.md", false, 1, 64},
       {"mmul_loop_overhead_cycles", TS_F(mmul_loop_overhead_cycles), "estimate: per inner K loop of a 2x2 mmul block (mlir-aie mm.cc): accumulator load/store, loop prologue, mmul pipeline drain; tens of cycles, no published figure", true, 0, 128},
       {"vector_lanes_per_cycle", TS_F(vector_lanes_per_cycle), "32 bf16 lanes per vector op when fully vectorized (hardware.md); 1 = scalar code", true, 1, 32},
+      {"gemv_macs_per_cycle", TS_F(gemv_macs_per_cycle), "mlir-aie mv.cc: one 32-lane bf16 MAC per cycle when fully vectorized (hardware.md); 1 = scalar code", true, 1, 32},
       {"vector_exp_ops", TS_F(vector_exp_ops), "estimate: exp as bf16 LUT lookups on AIE2 (mlir-aie lut_based_ops), exp2 instruction on AIE2P: ~2 elementwise ops", false, 1, 8},
       {"vector_inv_ops", TS_F(vector_inv_ops), "estimate: reciprocal / rsqrt (aie::inv, aie::invsqrt): ~2 elementwise ops", false, 1, 16},
       {"core_call_overhead_cycles", TS_F(core_call_overhead_cycles), "estimate: kernel call prologue + lock acquire/release, tens to hundreds of cycles in mlir-aie traces", true, 16, 2000},
@@ -85,7 +86,8 @@ const std::vector<FieldDef>& field_defs() {
       {"host_bytes_per_second", TS_F(host_bytes_per_second), kHostBw, true, 2e9, 120e9},
       {"host_flops", TS_F(host_flops), "Ryzen AI 9 HX 370 (Zen 5): one core at 5.1 GHz x 32 fp32 FLOP/cycle = 163 GFLOPS; 12 cores ~1.5 TFLOPS", false, 10e9, 1.6e12},
       {"host_call_overhead_seconds", TS_F(host_call_overhead_seconds), "estimate: one host op or runtime call from C++ (us) to Python / numpy (tens of us)", true, 1e-6, 1e-3},
-      {"host_sync_bytes_per_second", TS_F(host_sync_bytes_per_second), "buffer-object sync is a cache flush / invalidate of the bytes it covers (shared DDR; mlir-air profile); bounded by the 120 GB/s DDR", false, 2e9, 120e9},
+      {"host_sync_bytes_per_second", TS_F(host_sync_bytes_per_second), "mlir-air llama32_1b docs/profile.md (Strix, Llama-3.2-1B prefill): skipping the to-device sync of buffers the kernels overwrite (16 layers x 174 MiB = 2.92 GB of intermediates per prefill) saved 150 ms = 19.5 GB/s of cache maintenance over bytes the host never wrote; bounded by the 120 GB/s DDR", false, 2e9, 120e9},
+      {"host_copy_bytes_per_second", TS_F(host_copy_bytes_per_second), "estimate: one Zen 5 core copying into / out of a mapped buffer object (streaming memcpy, read + write through the 120 GB/s LPDDR5X-7500); fitted to mlir-air's buffer-object write time", true, 5e9, 60e9},
   };
   return defs;
 }

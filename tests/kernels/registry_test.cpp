@@ -85,6 +85,13 @@ TEST(TileKernels, VectorWorkFollowsLaneRate) {
   }
   const auto& gemm = registry().get("gemm");
   EXPECT_EQ(gemm.cost(typical().at("gemm"), slow).mac, gemm.cost(typical().at("gemm"), spec).mac);
+  // GEMV dot products follow their own MAC rate, not the elementwise rate.
+  const auto& gemv = registry().get("gemv");
+  const npu::KernelParams& gp = typical().at("gemv");
+  EXPECT_EQ(gemv.cost(gp, slow).vector, gemv.cost(gp, spec).vector);
+  npu::DeviceSpec slow_gemv = spec;
+  slow_gemv.gemv_macs_per_cycle = spec.gemv_macs_per_cycle / 2;
+  EXPECT_GT(gemv.cost(gp, slow_gemv).vector, 1.5 * gemv.cost(gp, spec).vector);
   npu::DeviceSpec dear_exp = spec;
   dear_exp.vector_exp_ops = spec.vector_exp_ops + 2;
   const auto& silu = registry().get("silu_mul");

@@ -189,7 +189,8 @@ TEST(DeviceSpec, FieldSourcesCoverEveryField) {
                                                  "kernel_efficiency", "mmul_loop_overhead_cycles",
                                                  "vector_lanes_per_cycle", "core_call_overhead_cycles",
                                                  "dma_object_overhead_cycles", "host_bytes_per_second",
-                                                 "host_call_overhead_seconds"}));
+                                                 "host_call_overhead_seconds", "gemv_macs_per_cycle",
+                                                 "host_copy_bytes_per_second"}));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Plain C++ bodies of the microbenchmark kernels. Cycle costs follow the work on
 // an AIE-ML tile as the DeviceSpec states it: the matrix unit with its
-// per-inner-loop overhead, GEMV on the vector unit at vector_lanes_per_cycle,
+// per-inner-loop overhead, GEMV on the vector unit at gemv_macs_per_cycle,
 // copies at one vector store per cycle.
 #include <algorithm>
 #include <cmath>
@@ -134,7 +134,7 @@ KernelCost matmul_cost(const KernelParams& p, const DeviceSpec& s) {
 
 KernelCost gemv_cost(const KernelParams& p, const DeviceSpec& s) {
   const double vectors = static_cast<double>(param(p, "rows") * ceil_div(param(p, "k"), s.vector_lanes_bf16));
-  return {0, vectors * s.vector_lanes_bf16 / s.vector_lanes_per_cycle, s.core_call_overhead_cycles};
+  return {0, vectors * s.vector_lanes_bf16 / s.gemv_macs_per_cycle, s.core_call_overhead_cycles};
 }
 
 KernelDef with_cost(KernelDef d, std::function<KernelCost(const KernelParams&, const DeviceSpec&)> cost) {

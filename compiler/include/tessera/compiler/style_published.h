@@ -7,7 +7,14 @@
 //             operator on the NPU, activations round-trip through host DDR (a
 //             buffer-object sync of every dispatch's activation inputs and
 //             outputs); SwiGLU (gate, up, silu_mul, down) is one dispatch of
-//             four launches (IRON's runlist). Builders' default tiles.
+//             four launches (IRON's runlist). GEMMs in IRON's Llama tiles
+//             (64 x 64 x 64 on 8 columns), the rest the builders' defaults.
+//             Host side of every call as amd/IRON's operator base runs it
+//             (applications/llama_3.2_1b/src/operator/aie_base.py): one Python
+//             operator call, the activation inputs copied into their BOs and
+//             the outputs copied out, and run_runlist's syncs of *every* BO of
+//             the runlist (weights, activations, runlist intermediates) to the
+//             device before and from the device after the run.
 //   mlir-air  the paper's system (June 2026 structure): the prompt padded to
 //             2048 rows; per layer an attention-input dispatch (RMSNorm, Q/K/V
 //             GEMMs, biases / QK-norm when the model has them, RoPE), the
@@ -25,7 +32,11 @@
 //
 // A fused dispatch costs one dispatch overhead + the sum of its launches
 // (each built op's time without its own dispatch overhead) + reconfiguration
-// per extra launch + the buffer-object sync of the bytes the host hands over.
+// per extra launch + its host side: copies into / out of buffer objects at
+// host_copy_bytes_per_second, syncs at host_sync_bytes_per_second (cache
+// maintenance over the BO's bytes) and host_call_overhead_seconds per
+// host-language call. mlir-air writes each dispatch's activation inputs
+// (copy + to-device sync) and reads outputs through zero-copy views.
 // Host steps run at the DeviceSpec's host CPU figures.
 //
 // These are timing-level plans (no packed weights, no functional run); a later
@@ -63,7 +74,10 @@ struct StyleStep {
   bool npu = true;
   int64_t repeat = 1;
   std::vector<StyleLaunch> launches;  // npu
-  int64_t sync_bytes = 0;             // npu: buffer-object sync around the dispatch
+  // npu, the host side of one runtime call (DeviceSpec host figures):
+  int64_t sync_bytes = 0;   // bytes covered by buffer-object syncs (each direction counted)
+  int64_t copy_bytes = 0;   // bytes the host copies into / out of mapped BOs
+  int64_t host_calls = 0;   // host-language operator calls wrapped around the dispatch
   int64_t host_bytes = 0;             // host: bytes read + written
   double host_flops = 0;              // host: fp32 operations
 };

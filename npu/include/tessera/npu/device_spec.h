@@ -81,6 +81,11 @@ struct DeviceSpec {
   // fully vectorized code, down to 1 for scalar code); exp and reciprocal /
   // rsqrt cost vector_exp_ops / vector_inv_ops elementwise ops each.
   double vector_lanes_per_cycle = 32;
+  // GEMV (mlir-aie mv.cc): bf16 multiply-accumulates the vector unit retires
+  // per cycle in a dot product (one 32-lane MAC per cycle fully vectorized).
+  // Its own field: a MAC loop over a resident row streams loads into one
+  // accumulator, unlike the multi-op elementwise kernels above.
+  double gemv_macs_per_cycle = 32;
   double vector_exp_ops = 2;
   double vector_inv_ops = 2;
   // Fixed cost of one kernel call on a core (prologue, loop setup, lock
@@ -93,7 +98,11 @@ struct DeviceSpec {
   double host_bytes_per_second = 20e9;      // one pass over data in a host op
   double host_flops = 200e9;                // fp32, host ops that compute
   double host_call_overhead_seconds = 2e-6; // one host op / runtime call
-  double host_sync_bytes_per_second = 30e9; // buffer-object sync = cache flush
+  // A buffer-object sync is cache maintenance (flush / invalidate) over every
+  // byte of the BO it names, whether or not the host touched them; a host
+  // write into a BO is a streaming copy into its mapping first.
+  double host_sync_bytes_per_second = 19.5e9;
+  double host_copy_bytes_per_second = 30e9;  // bytes copied into / out of a BO
   // Fraction of peak MAC rate a real tile kernel reaches, by kernel name;
   // "default" applies when a kernel has no entry.
   std::map<std::string, double> kernel_efficiency = {{"default", 1.0}};
