@@ -32,15 +32,92 @@ void prepare_host(const Design& d, HostMemory& host) {
 }
 
 // Only up to the highest allocated byte: nothing addresses a tile's memory
-// except through its pools and buffers, and poisoning all 64 KiB / 512 KiB
-// of every tile was most of a small dispatch's simulation time. A later
-// launch that allocates higher extends the poisoned range.
+// except through its pools and buffers. Bytes new to this thread's arena start
+// poisoned; bytes it already has are poisoned per run by poison() where a
+// launch could read them before writing them.
 void grow_memory(const LaunchLayout& layout, std::map<TileCoord, std::vector<std::byte>>& mem) {
   for (const auto& [t, m] : layout.memory) {
     auto& bytes = mem[t];
     const auto need = static_cast<size_t>(m.used());
     if (bytes.size() < need) bytes.resize(need, kPoison);
   }
+}
+
+// What a launch could read before writing it: local buffers (an accumulator
+// nobody zeroes), pools a core writes (a kernel may leave part of an output
+// unwritten) and pools whose objects no single DMA lands whole. A pool whose
+// one writer is a DMA landing every byte of each object keeps the stale bytes
+// of earlier runs: a reader acquires an object only after it landed, so it
+// cannot see them. Poisoning those (weights, activations in L1 and L2) was a
+// quarter of a decode token's host time.
+std::vector<sim::MemRange> must_poison(const sim::LaunchState& st) {
+  std::vector<int> covering(st.pools.size(), 0);  // whole-object DMA writers; -1: any other writer
+  for (const auto& c : st.conns)
+    for (const auto& e : c.sinks) {
+      const sim::Pool& p = st.pools[static_cast<size_t>(e.pool)];
+      const bool whole = e.offset == 0 && c.chunk == p.slot_bytes &&
+                         (e.pattern == AccessPattern{} ||
+                          sim::contiguous_offset(e.pattern, e.elem_bytes, e.object_bytes) == 0);
+      int& n = covering[static_cast<size_t>(e.pool)];
+      n = whole && n >= 0 ? n + 1 : -1;
+    }
+  for (const auto& core : st.cores)
+    for (const auto& port : core.ports)
+      if (port.produce) covering[static_cast<size_t>(port.pool)] = -1;
+  std::vector<sim::MemRange> out;
+  for (size_t i = 0; i < st.pools.size(); ++i) {
+    const sim::Pool& p = st.pools[i];
+    if (covering[i] == 1 && p.written.size() == 1) continue;
+    out.push_back({p.tile, p.address, p.address + p.depth * p.slot_bytes});
+  }
+  for (const auto& b : st.launch->buffers) {
+    const int64_t at = st.layout->buffer_address.at({b.name, b.tile});
+    out.push_back({b.tile, at, at + b.bytes});
+  }
+  return out;
+}
+
+void poison(const std::vector<sim::MemRange>& ranges, std::map<TileCoord, std::vector<std::byte>>& mem) {
+  for (const auto& r : ranges) {
+    auto& bytes = mem.at(r.tile);
+    std::fill(bytes.begin() + r.begin, bytes.begin() + r.end, kPoison);
+  }
+}
+
+void reset_queue(sim::ShimQueue& q, const sim::ShimQueue& ready) {
+  q.next = ready.next;
+  q.active = ready.active;
+  q.direct = ready.direct;
+  q.size = ready.size;
+  q.pos = ready.pos;
+}
+
+// Puts a reused run state back to its prepared template: every field a run
+// moves (cursors, queues, program counters, stats); bind_memory rebinds the
+// pointers into tile memory.
+void reset_state(sim::LaunchState& st, const sim::LaunchState& ready) {
+  for (size_t i = 0; i < st.pools.size(); ++i) {
+    st.pools[i].written = ready.pools[i].written;
+    st.pools[i].read = ready.pools[i].read;
+  }
+  for (size_t i = 0; i < st.conns.size(); ++i) {
+    sim::Connection& c = st.conns[i];
+    const sim::Connection& r = ready.conns[i];
+    reset_queue(c.source_q, r.source_q);
+    reset_queue(c.sink_q, r.sink_q);
+    c.moved = r.moved;
+    c.repeat_sent = r.repeat_sent;
+  }
+  for (size_t i = 0; i < st.cores.size(); ++i) {
+    sim::CoreState& c = st.cores[i];
+    const sim::CoreState& r = ready.cores[i];
+    c.pc = r.pc;
+    c.loops = r.loops;
+    c.done = r.done;
+    c.stats = r.stats;
+    for (size_t k = 0; k < c.ports.size(); ++k) c.ports[k].held = r.ports[k].held;
+  }
+  st.stats = ready.stats;
 }
 
 void build_pools(sim::LaunchState& st) {
@@ -176,10 +253,30 @@ std::shared_ptr<const PreparedDesign> Simulator::prepare(const Design& design) c
     build_pools(*st);
     sim::build_connections(*st);
     sim::compile_cores(*st, *registry_);
+    st->poison = must_poison(*st);
     st->spec = nullptr;  // bound per run: this simulator may be copied or moved
     p->launches_.push_back(std::move(st));
   }
   return p;
+}
+
+PreparedDesign::RunStates PreparedDesign::take_states() const {
+  {
+    std::lock_guard lock(idle_mutex_);
+    if (!idle_.empty()) {
+      RunStates s = std::move(idle_.back());
+      idle_.pop_back();
+      return s;
+    }
+  }
+  RunStates s;
+  for (const auto& ready : launches_) s.push_back(std::make_shared<sim::LaunchState>(*ready));
+  return s;
+}
+
+void PreparedDesign::give_states(RunStates states) const {
+  std::lock_guard lock(idle_mutex_);
+  idle_.push_back(std::move(states));
 }
 
 SimStats Simulator::run(const Design& design, HostMemory& host) const { return run(*prepare(design), host); }
@@ -193,9 +290,9 @@ SimStats Simulator::run(const PreparedDesign& prepared, HostMemory& host) const 
   SimStats stats;
   // Tile memories persist across the launches of one dispatch (reconfiguring
   // the array does not clear them), so stale data stays visible. Each run
-  // starts them empty (grow_memory poisons what a launch uses); the vectors
-  // keep their capacity from this thread's previous run, which spares a
-  // malloc and fresh page faults per tile per dispatch.
+  // starts with poison wherever any of its launches could read before
+  // writing; the vectors keep their bytes from this thread's previous run,
+  // which spares a malloc, page faults and a full poisoning per dispatch.
   thread_local std::map<TileCoord, std::vector<std::byte>> arena;
   std::map<TileCoord, std::vector<std::byte>> mem;
   mem.swap(arena);  // a nested run on this thread finds the arena empty, not in use
@@ -203,12 +300,19 @@ SimStats Simulator::run(const PreparedDesign& prepared, HostMemory& host) const 
     std::map<TileCoord, std::vector<std::byte>>& mem;
     ~GiveBack() { arena.swap(mem); }
   } give_back{mem};
-  for (auto& [t, bytes] : mem) bytes.clear();
-  for (const auto& ready : prepared.launches_) {
-    sim::LaunchState st = *ready;
+  for (const auto& ready : prepared.launches_) grow_memory(*ready->layout, mem);
+  for (const auto& ready : prepared.launches_) poison(ready->poison, mem);
+  PreparedDesign::RunStates states = prepared.take_states();
+  struct PutBack {
+    const PreparedDesign& prepared;
+    PreparedDesign::RunStates& states;
+    ~PutBack() { prepared.give_states(std::move(states)); }
+  } put_back{prepared, states};
+  for (size_t i = 0; i < states.size(); ++i) {
+    sim::LaunchState& st = *states[i];
+    reset_state(st, *prepared.launches_[i]);
     st.spec = &spec_;
     st.host = &host;
-    grow_memory(*st.layout, mem);
     sim::bind_memory(st, mem);
     schedule(st);
     for (const auto& c : st.cores) st.stats.tiles[c.tile] = c.stats;

@@ -149,6 +149,12 @@ struct CoreState {
   TileStats stats;
 };
 
+// Bytes [begin, end) of one tile's memory.
+struct MemRange {
+  TileCoord tile;
+  int64_t begin = 0, end = 0;
+};
+
 struct LaunchState {
   const Design* design = nullptr;
   const Launch* launch = nullptr;
@@ -159,6 +165,8 @@ struct LaunchState {
   std::vector<CoreState> cores;
   LaunchStats stats;
   HostMemory* host = nullptr;
+  // What this launch could read before writing it, poisoned per run (simulator.cpp).
+  std::vector<MemRange> poison;
 };
 
 // simulator_core.cpp

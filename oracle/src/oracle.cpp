@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 
 #include "tessera/core/error.h"
 #include "tessera/oracle/ops.h"
@@ -64,20 +63,24 @@ Tensor Oracle::f32(const model::Weights& w, WeightRole role, int layer) {
   return c;
 }
 
+Tensor Oracle::matrix(const model::Weights& w, WeightRole role, int layer) {
+  return w.get(cfg_, role, layer);  // a view: linear() widens a block of rows at a time
+}
+
 Oracle::Oracle(model::ModelConfig config, const model::Weights& weights)
     : cfg_(std::move(config)) {
   cfg_.validate();
   weights.check_against(cfg_);
   inv_freq_ = rope_inv_freq(cfg_);
-  embed_ = f32(weights, WeightRole::embed_tokens, -1);
+  embed_ = matrix(weights, WeightRole::embed_tokens, -1);
   final_norm_ = f32(weights, WeightRole::final_norm, -1);
-  lm_head_ = cfg_.tie_word_embeddings ? embed_ : f32(weights, WeightRole::lm_head, -1);
+  lm_head_ = cfg_.tie_word_embeddings ? embed_ : matrix(weights, WeightRole::lm_head, -1);
   for (int l = 0; l < static_cast<int>(cfg_.num_layers); ++l) {
     Layer L;
     L.attn_norm = f32(weights, WeightRole::attn_norm, l);
-    L.wq = f32(weights, WeightRole::q_proj, l);  // (q_dim, hidden)
-    L.wk = f32(weights, WeightRole::k_proj, l);  // (kv_dim, hidden)
-    L.wv = f32(weights, WeightRole::v_proj, l);  // (kv_dim, hidden)
+    L.wq = matrix(weights, WeightRole::q_proj, l);  // (q_dim, hidden)
+    L.wk = matrix(weights, WeightRole::k_proj, l);  // (kv_dim, hidden)
+    L.wv = matrix(weights, WeightRole::v_proj, l);  // (kv_dim, hidden)
     if (cfg_.qkv_bias) {
       L.bq = f32(weights, WeightRole::q_bias, l);
       L.bk = f32(weights, WeightRole::k_bias, l);
@@ -87,11 +90,11 @@ Oracle::Oracle(model::ModelConfig config, const model::Weights& weights)
       L.q_norm = f32(weights, WeightRole::q_norm, l);  // (head_dim)
       L.k_norm = f32(weights, WeightRole::k_norm, l);
     }
-    L.wo = f32(weights, WeightRole::o_proj, l);  // (hidden, q_dim)
+    L.wo = matrix(weights, WeightRole::o_proj, l);  // (hidden, q_dim)
     L.ffn_norm = f32(weights, WeightRole::ffn_norm, l);
-    L.w_gate = f32(weights, WeightRole::gate_proj, l);  // (intermediate, hidden)
-    L.w_up = f32(weights, WeightRole::up_proj, l);      // (intermediate, hidden)
-    L.w_down = f32(weights, WeightRole::down_proj, l);  // (hidden, intermediate)
+    L.w_gate = matrix(weights, WeightRole::gate_proj, l);  // (intermediate, hidden)
+    L.w_up = matrix(weights, WeightRole::up_proj, l);      // (intermediate, hidden)
+    L.w_down = matrix(weights, WeightRole::down_proj, l);  // (hidden, intermediate)
     layers_.push_back(std::move(L));
   }
 }
@@ -112,9 +115,9 @@ void Oracle::attention_block(int layer, Scratch& s, KvCache& cache, const Record
   const int64_t qd = cfg_.q_dim(), kvd = cfg_.kv_dim();
   rms_norm(s.x.data(), T, H, data(L.attn_norm), cfg_.rms_norm_eps, s.norm.data());
   rec(layer, "attn_norm", s.norm, T, H);
-  linear(s.norm.data(), T, H, data(L.wq), qd, data_or_null(L.bq), s.q.data());
-  linear(s.norm.data(), T, H, data(L.wk), kvd, data_or_null(L.bk), s.k.data());
-  linear(s.norm.data(), T, H, data(L.wv), kvd, data_or_null(L.bv), s.v.data());
+  linear(s.norm.data(), T, H, L.wq, qd, data_or_null(L.bq), s.q.data());
+  linear(s.norm.data(), T, H, L.wk, kvd, data_or_null(L.bk), s.k.data());
+  linear(s.norm.data(), T, H, L.wv, kvd, data_or_null(L.bv), s.v.data());
   rec(layer, "q", s.q, T, qd);
   rec(layer, "k", s.k, T, kvd);
   rec(layer, "v", s.v, T, kvd);
@@ -140,7 +143,7 @@ void Oracle::attention_block(int layer, Scratch& s, KvCache& cache, const Record
   const AttentionShape shape{T, s.first_pos, cfg_.num_heads, cfg_.num_kv_heads, D};
   causal_attention(shape, s.q.data(), keys.data(), values.data(), s.attn.data());
   rec(layer, "attn_out", s.attn, T, qd);
-  linear(s.attn.data(), T, qd, data(L.wo), H, nullptr, s.o.data());
+  linear(s.attn.data(), T, qd, L.wo, H, nullptr, s.o.data());
   rec(layer, "o", s.o, T, H);
   for (size_t i = 0; i < s.x.size(); ++i) s.x[i] += s.o[i];
   rec(layer, "h_mid", s.x, T, H);
@@ -151,13 +154,13 @@ void Oracle::mlp_block(int layer, Scratch& s, const Recorder& rec) const {
   const int64_t H = cfg_.hidden_size, T = s.rows, I = cfg_.intermediate_size;
   rms_norm(s.x.data(), T, H, data(L.ffn_norm), cfg_.rms_norm_eps, s.norm.data());
   rec(layer, "ffn_norm", s.norm, T, H);
-  linear(s.norm.data(), T, H, data(L.w_gate), I, nullptr, s.gate.data());
-  linear(s.norm.data(), T, H, data(L.w_up), I, nullptr, s.up.data());
+  linear(s.norm.data(), T, H, L.w_gate, I, nullptr, s.gate.data());
+  linear(s.norm.data(), T, H, L.w_up, I, nullptr, s.up.data());
   rec(layer, "gate", s.gate, T, I);
   rec(layer, "up", s.up, T, I);
   swiglu(s.gate.data(), s.up.data(), T * I, s.act.data());
   rec(layer, "act", s.act, T, I);
-  linear(s.act.data(), T, I, data(L.w_down), H, nullptr, s.down.data());
+  linear(s.act.data(), T, I, L.w_down, H, nullptr, s.down.data());
   rec(layer, "down", s.down, T, H);
   for (size_t i = 0; i < s.x.size(); ++i) s.x[i] += s.down[i];
   rec(layer, "h_out", s.x, T, H);
@@ -171,7 +174,7 @@ Tensor Oracle::lm_head(Scratch& s, LogitsMode mode, const Recorder& rec) const {
   const int64_t rows = T - first;
   Tensor logits(DType::f32, {rows, V});
   float* out = logits.as_mut<float>().data();
-  linear(s.norm.data() + first * H, rows, H, data(lm_head_), V, nullptr, out);
+  linear(s.norm.data() + first * H, rows, H, lm_head_, V, nullptr, out);
   if (rec.active()) {
     std::vector<float> copy(out, out + rows * V);
     rec(kModelLayer, "logits", copy, rows, V);
@@ -240,10 +243,7 @@ Tensor Oracle::forward(std::span<const int32_t> tokens, KvCache& cache,
   s.gate = buffer(T, I);
   s.up = buffer(T, I);
   s.act = buffer(T, I);
-  const float* emb = data(embed_);
-  for (int64_t t = 0; t < T; ++t)
-    std::memcpy(s.x.data() + t * H, emb + tokens[static_cast<size_t>(t)] * H,
-                static_cast<size_t>(H) * sizeof(float));
+  for (int64_t t = 0; t < T; ++t) rows_to_f32(embed_, tokens[static_cast<size_t>(t)], 1, s.x.data() + t * H);
   for (int l = 0; l < static_cast<int>(cfg_.num_layers); ++l) {
     attention_block(l, s, cache, rec);
     mlp_block(l, s, rec);

@@ -228,3 +228,39 @@ TEST(Ops, CausalMaskHidesFutureKeys) {
 
 }  // namespace
 }  // namespace tessera::oracle
+
+namespace tessera::oracle {
+namespace {
+
+// linear() on a bf16 / f16 matrix must give every bit of linear() on its f32
+// widening, for ragged shapes: row counts off the 4-row sgemv body and off the
+// block size, widths that make one block span 4 rows and many.
+TEST(Linear, SixteenBitWeightsMatchTheirWideningBitForBit) {
+  for (const DType dtype : {DType::bf16, DType::f16})
+    for (const int64_t in : {7, 64, 577, 2304, 4100})
+      for (const int64_t out : {1, 3, 5, 37, 130, 1001})
+        for (const int64_t rows : {1, 3}) {
+          const auto wv = random_vector(static_cast<size_t>(out * in), 11);
+          const Tensor w = Tensor::from_f32({out, in}, wv).to(dtype);
+          const std::vector<float> wide = w.to_f32_vector();
+          const auto x = random_vector(static_cast<size_t>(rows * in), 12);
+          const auto bias = random_vector(static_cast<size_t>(out), 13);
+          std::vector<float> got(static_cast<size_t>(rows * out)), want(got.size());
+          linear(x.data(), rows, in, w, out, bias.data(), got.data());
+          linear(x.data(), rows, in, wide.data(), out, bias.data(), want.data());
+          EXPECT_EQ(got, want) << dtype_name(dtype) << " in " << in << " out " << out << " rows " << rows;
+        }
+}
+
+TEST(Linear, RowsToF32WidensExactlyAndRefusesRowsOutOfRange) {
+  const auto v = random_vector(6 * 5, 3);
+  const Tensor w = Tensor::from_f32({6, 5}, v).to(DType::bf16);
+  std::vector<float> got(10);
+  rows_to_f32(w, 4, 2, got.data());
+  const std::vector<float> all = w.to_f32_vector();
+  EXPECT_EQ(got, std::vector<float>(all.begin() + 20, all.end()));
+  EXPECT_ANY_THROW(rows_to_f32(w, 5, 2, got.data()));
+}
+
+}  // namespace
+}  // namespace tessera::oracle

@@ -175,21 +175,33 @@ TEST(Oracle, MissingWeightIsATensorError) {
   EXPECT_THROW(Oracle(c, partial), TensorError);
 }
 
-TEST(Oracle, Bf16WeightsAreConvertedOnceAndF32WeightsAreViewed) {
-  const auto c = small_config(true, true, false);
-  const auto w32 = random_weights(c, DType::f32);
-  const Oracle o32(c, w32);
-  EXPECT_EQ(o32.converted_weight_bytes(), 0u);
-  const Oracle o16(c, random_weights(c, DType::bf16));
-  EXPECT_EQ(o16.converted_weight_bytes(), static_cast<size_t>(c.parameter_count() * 4));
-  // Same bf16-rounded values in f32 must give the same logits bit for bit.
-  model::Weights rounded;
-  for (const auto& n : w32.names()) rounded.add(n, w32.get(n).to(DType::bf16).to(DType::f32));
-  const Oracle or32(c, rounded);
-  KvCache a = o16.new_cache(), b = or32.new_cache();
-  const auto x = o16.forward(tokens(4, 64), a).to_f32_vector();
-  const auto y = or32.forward(tokens(4, 64), b).to_f32_vector();
-  EXPECT_EQ(x, y);
+TEST(Oracle, Bf16WeightMatricesAreViewedAndGiveTheLogitsOfTheirF32Widening) {
+  for (const bool tied : {false, true}) {
+    const auto c = small_config(true, true, tied);
+    const auto w32 = random_weights(c, DType::f32);
+    const Oracle o32(c, w32);
+    EXPECT_EQ(o32.converted_weight_bytes(), 0u);
+    const auto w16 = random_weights(c, DType::bf16);
+    const Oracle o16(c, w16);
+    // Only the 1-D tensors (norms, biases) are converted; the matrices are views.
+    size_t small = 0;
+    for (const auto& n : w16.names())
+      if (w16.get(n).rank() == 1) small += static_cast<size_t>(w16.get(n).numel()) * 4;
+    EXPECT_EQ(o16.converted_weight_bytes(), small);
+    // Same bf16-rounded values in f32 must give the same logits bit for bit,
+    // in a prefill (sgemm on the widened matrix) and in decode steps (sgemv
+    // on blocks of rows).
+    model::Weights rounded;
+    for (const auto& n : w32.names()) rounded.add(n, w32.get(n).to(DType::bf16).to(DType::f32));
+    const Oracle or32(c, rounded);
+    KvCache a = o16.new_cache(), b = or32.new_cache();
+    EXPECT_EQ(o16.forward(tokens(4, 64), a, {.logits = LogitsMode::all}).to_f32_vector(),
+              or32.forward(tokens(4, 64), b, {.logits = LogitsMode::all}).to_f32_vector());
+    for (const int32_t t : {7, 63, 0}) {
+      const int32_t one[] = {t};
+      EXPECT_EQ(o16.forward(one, a).to_f32_vector(), or32.forward(one, b).to_f32_vector()) << t;
+    }
+  }
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,13 @@ class PreparedDesign {
   std::vector<LaunchLayout> layouts_;  // by launch
   std::vector<std::shared_ptr<const sim::LaunchState>> launches_;  // by launch, unbound
   uint64_t owner_;                      // Simulator::id_ of the simulator that validated it
+  // Run states (one per launch) of finished runs, reset and reused instead of
+  // copied from launches_ per run; one set per concurrent run.
+  using RunStates = std::vector<std::shared_ptr<sim::LaunchState>>;
+  RunStates take_states() const;
+  void give_states(RunStates states) const;
+  mutable std::mutex idle_mutex_;
+  mutable std::vector<RunStates> idle_;
 };
 
 class Simulator {

@@ -5,11 +5,27 @@
 #include <cstdint>
 #include <span>
 
+#include "tessera/core/tensor.h"
+
 namespace tessera::oracle {
 
 // y[rows, out] = x[rows, in] * W[out, in]^T (+ bias[out] when non-null).
 void linear(const float* x, int64_t rows, int64_t in, const float* w, int64_t out,
             const float* bias, float* y);
+
+// linear() with W a 2-D F32, BF16 or F16 tensor (out, in), never converted
+// whole when rows == 1: blocks of rows are widened to f32 into a small buffer
+// and each goes through the same sgemv, so the arithmetic, and every bit of y,
+// is that of linear() on the widened matrix. Blocks are a multiple of 4 rows
+// because OpenBLAS's sgemv kernel sums a row the same way only in its 4-row
+// body (its 1-3 row tail orders the sum differently); the tail rows stay the
+// last block's, as in the whole call. rows > 1 (sgemm, whose sums depend on
+// how the matrix is split) widens the whole matrix for the call.
+void linear(const float* x, int64_t rows, int64_t in, const Tensor& w, int64_t out,
+            const float* bias, float* y);
+
+// Rows [row0, row0 + n) of a 2-D F32 / BF16 / F16 tensor as f32 (exact).
+void rows_to_f32(const Tensor& t, int64_t row0, int64_t n, float* dst);
 
 // HF LlamaRMSNorm in fp32: y = x * rsqrt(mean(x^2) + eps) * w, applied to each
 // of `rows` vectors of length n.

@@ -9,10 +9,14 @@
 // at positions cache.length() .. cache.length() + n - 1 and appends their keys
 // and values to the cache.
 //
-// Memory: weights are held as F32. F32 source tensors are viewed in place (no
-// copy, the mmap stays shared); BF16/F16 tensors are converted once at
-// construction, so a bf16 checkpoint of P parameters costs 4 P bytes of heap
-// (qwen3-0.6b: ~2.4 GB, llama-3.2-1b: ~5 GB) on top of the 2 P mapped bytes.
+// Memory: the weight matrices (projections, embedding, LM head) are views of
+// the source tensors in their own dtype (F32, BF16 or F16; the mmap stays
+// shared), widened to f32 a block of rows at a time as each linear runs
+// (ops.h), so a bf16 checkpoint costs its 2 P mapped bytes and no heap copy.
+// The arithmetic stays FP32 and bit-identical to widening every weight once.
+// A prefill (rows > 1) widens one matrix at a time for its sgemm: the largest
+// matrix (often the LM head, vocab x hidden) is the transient peak. Norm
+// weights and biases (small) are converted to F32 once.
 // The KV cache costs 2 * layers * kv_dim * 4 bytes per position.
 #include <cstdint>
 #include <span>
@@ -61,7 +65,7 @@ struct ForwardRequest {
 
 class Oracle {
  public:
-  // Converts weights to F32 once; throws TensorError if a tensor the config
+  // Views the weight matrices, converts norms and biases to F32; throws TensorError if a tensor the config
   // needs is missing or mis-shaped (Weights::check_against).
   Oracle(model::ModelConfig config, const model::Weights& weights);
 
@@ -78,7 +82,8 @@ class Oracle {
 
   KvCache new_cache() const;
   const model::ModelConfig& config() const { return cfg_; }
-  // Heap bytes of converted weights (F32 sources are views and cost nothing).
+  // Heap bytes of weights converted at construction (norms and biases of a
+  // 16-bit checkpoint; weight matrices and F32 sources are views).
   size_t converted_weight_bytes() const { return converted_bytes_; }
 
  private:
@@ -90,13 +95,14 @@ class Oracle {
   class Recorder;
 
   Tensor f32(const model::Weights& w, model::WeightRole role, int layer);
+  Tensor matrix(const model::Weights& w, model::WeightRole role, int layer);
   void attention_block(int layer, Scratch& s, KvCache& cache, const Recorder& rec) const;
   void mlp_block(int layer, Scratch& s, const Recorder& rec) const;
   Tensor lm_head(Scratch& s, LogitsMode mode, const Recorder& rec) const;
 
   model::ModelConfig cfg_;
   std::vector<float> inv_freq_;
-  Tensor embed_, final_norm_, lm_head_;  // lm_head_ aliases embed_ when tied
+  Tensor embed_, final_norm_, lm_head_;  // lm_head_ aliases embed_ when tied (all views)
   std::vector<Layer> layers_;
   size_t converted_bytes_ = 0;
 };
