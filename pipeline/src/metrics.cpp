@@ -83,6 +83,10 @@ nlohmann::json to_json(const Metrics& m) {
     j["var_ratio"] = num(m.var_ratio);
     j["bf16_mismatches"] = m.bf16_mismatches;
   }
+  if (m.bf16_ref_outside >= 0) {
+    j["bf16_ref_outside"] = m.bf16_ref_outside;
+    j["bf16_ref_first"] = m.bf16_ref_first;
+  }
   return j;
 }
 
@@ -118,6 +122,8 @@ Metrics metrics_from_json(const nlohmann::json& m) {
     x.var_ratio = num("var_ratio", 0);
     x.bf16_mismatches = m.value("bf16_mismatches", int64_t{0});
   }
+  x.bf16_ref_outside = m.value("bf16_ref_outside", int64_t{-1});
+  x.bf16_ref_first = m.value("bf16_ref_first", int64_t{-1});
   return x;
 }
 

@@ -143,6 +143,9 @@ std::string stat_failure(const Metrics& m, const std::string& name) {
     if (name == n) return fmt::format("|{}| {:.3g} > {:.3g}", n, v, stat_rule("z_limit"));
   if (name == "bf16_exact")
     return fmt::format("bf16_exact: {} of {} values differ from the RNE of the exact result", m.bf16_mismatches, m.count);
+  if (name == "bf16_reference")
+    return fmt::format("bf16_reference: {} of {} values outside the BF16-exact reference (first at {})",
+                       m.bf16_ref_outside, m.count, m.bf16_ref_first);
   if (name == "var_ratio")
     return fmt::format("var_ratio {:.3g} > {:.3g}", m.var_ratio, var_ratio_limit(m.count));
   return "";
@@ -156,6 +159,7 @@ std::vector<std::string> failed_metrics(const Metrics& m, const Threshold& t) {
   if (!(m.mean_rel <= t.mean_rel)) out.push_back("mean_rel");
   if (!(m.pearson >= t.min_pearson)) out.push_back("pearson");
   if (!(m.cosine >= t.min_cosine)) out.push_back("cosine");
+  if (m.bf16_ref_outside > 0) out.push_back("bf16_reference");  // bf16_reference.h: no slack
   // Along a path the z-scores are reported, not gated (NoiseModel::path).
   if (!t.noise.enabled || !m.has_stats || t.noise.path) return out;
   const double z = stat_rule("z_limit");

@@ -53,9 +53,11 @@ struct NoiseModel {
   // average of 49152 independent ones), and norms and softmax add
   // second-order shrinkage the count does not model. On honest deployments
   // (transformer fixtures, the real SmolLM2 with 32 of 32 tokens agreeing)
-  // that gave |z| up to 126. So along a path the statistics are measured and
-  // reported but do not fail the gate until a correlated-error model exists;
-  // phase 1 gates them all.
+  // that gave |z| up to 126. So along a path the end-to-end statistics are
+  // measured and reported but do not fail the gate; phase 1 gates them all,
+  // and so do the local gates of phases 2 and 6 (local_gate.h), which compare
+  // each op with the oracle op on the NPU's own inputs, where the shared
+  // component is gone.
   bool path = false;
 };
 
@@ -76,6 +78,10 @@ struct Metrics {
   int64_t worst_slope_row = -1;
   double var_ratio = 0;
   int64_t bf16_mismatches = 0;  // with NoiseModel::exact_bf16
+  // Elements outside the BF16-exact reference's interval (bf16_reference.h);
+  // -1 when the op has no such reference or it was not run (paths, phase 3).
+  int64_t bf16_ref_outside = -1;
+  int64_t bf16_ref_first = -1;  // the first such element
 };
 
 // Throws InternalError when the sizes differ (a harness bug, not a gate result).
