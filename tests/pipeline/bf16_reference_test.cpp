@@ -68,10 +68,12 @@ int64_t linear_outside(int64_t M, int64_t K, int64_t N, double scale) {
   return outside({"linear", {{"M", M}, {"K", K}, {"N", N}}, {}}, {x, w}, to_f32(y));
 }
 
-int64_t rmsnorm_outside(int64_t rows, int64_t n, double scale, double eps) {
+// kernel_eps: the epsilon the tile is given (the reference always uses eps).
+int64_t rmsnorm_outside(int64_t rows, int64_t n, double scale, double eps, double kernel_eps = 0) {
   const std::vector<float> x = values(static_cast<size_t>(rows * n), scale, 21), w = values(static_cast<size_t>(n), 1.0, 22);
   std::vector<bf16> y(x.size());
-  kernels::rmsnorm_rows(to_bf16(x).data(), to_bf16(w).data(), y.data(), rows, n, static_cast<float>(eps));
+  kernels::rmsnorm_rows(to_bf16(x).data(), to_bf16(w).data(), y.data(), rows, n,
+                        static_cast<float>(kernel_eps > 0 ? kernel_eps : eps));
   return outside({"rmsnorm", {{"M", rows}, {"H", n}}, {{"eps", eps}}}, {x, w}, to_f32(y));
 }
 
@@ -122,10 +124,9 @@ TEST(Bf16Reference, PlantedKernelBugsLeaveElementsOutside) {
     const MutantScope m(Mutant::gemv_bf16_accum);
     EXPECT_GT(linear_outside(1, 16384, 64, 1.0), 10);
   }
-  {
-    const MutantScope m(Mutant::rmsnorm_eps_x100);
-    EXPECT_GT(rmsnorm_outside(6, 2048, std::sqrt(1e-5), 1e-5), 100);
-  }
+  // rmsnorm_eps_x100 scales the epsilon where the tile kernel reads its
+  // parameters, above rmsnorm_rows: planted here as the epsilon passed in.
+  EXPECT_GT(rmsnorm_outside(6, 2048, std::sqrt(1e-5), 1e-5, 1e-3), 100);
   {
     const MutantScope m(Mutant::rmsnorm_mean_n_minus_1);
     EXPECT_GT(rmsnorm_outside(6, 256, 1.0, 1e-6), 100);

@@ -75,16 +75,16 @@ std::vector<float> npu_rope(const std::vector<float>& q, const oracle::RopeTable
   return y;
 }
 
-struct Run {
+struct NpuRun {
   std::vector<float> truth;  // the oracle's q_rot from the oracle's q
   std::map<std::string, std::vector<float>> npu;
 };
 
 // The NPU's q carries a shared 3 % error; its q_rot is computed with `cvt`.
-Run run(float (*cvt)(float)) {
+NpuRun run(float (*cvt)(float)) {
   const oracle::RopeTable t = table();
   const std::vector<float> q = gaussian(static_cast<size_t>(S * H * D), 3);
-  Run r;
+  NpuRun r;
   r.truth = reference_op(rope_shape(), {q, t.cos, t.sin});
   std::vector<float> drifted(q);
   for (float& x : drifted) x = round_bf16(1.03f * x);
@@ -104,7 +104,7 @@ const FixedValue kFixed = [](const ValueRef& r) -> std::vector<float> {
 float f32(float x) { return x; }
 
 TEST(LocalGate, SharedUpstreamErrorPassesLocallyButBreaksEndToEndStatistics) {
-  const Run r = run(f32);
+  const NpuRun r = run(f32);
   const auto checks = local_checks(graph(), r.npu, kFixed);
   ASSERT_EQ(checks.size(), 1u);  // o: its input attn_out was not kept
   EXPECT_EQ(checks[0].value, "L0.q_rot");
@@ -120,7 +120,7 @@ TEST(LocalGate, SharedUpstreamErrorPassesLocallyButBreaksEndToEndStatistics) {
 }
 
 TEST(LocalGate, TruncatedRopeTableFailsTheMagnitudeStatistics) {
-  const Run r = run(truncate_bf16);
+  const NpuRun r = run(truncate_bf16);
   const auto checks = local_checks(graph(), r.npu, kFixed);
   ASSERT_EQ(checks.size(), 1u);
   const auto failed = failed_metrics(checks[0].metrics, checks[0].threshold);
