@@ -144,7 +144,7 @@ std::string stat_failure(const Metrics& m, const std::string& name) {
   if (name == "bf16_exact")
     return fmt::format("bf16_exact: {} of {} values differ from the RNE of the exact result", m.bf16_mismatches, m.count);
   if (name == "bf16_reference")
-    return fmt::format("bf16_reference: {} of {} values outside the BF16-exact reference (first at {})",
+    return fmt::format("bf16_reference {} of {} values outside the BF16-exact reference (first at {})",
                        m.bf16_ref_outside, m.count, m.bf16_ref_first);
   if (name == "var_ratio")
     return fmt::format("var_ratio {:.3g} > {:.3g}", m.var_ratio, var_ratio_limit(m.count));
