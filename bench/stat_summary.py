@@ -44,7 +44,8 @@ def main():
                 v = m.get(k)
                 if v is None:
                     continue
-                frac = abs(v) / (var_limit(m.get("count", 1)) if k == "var_ratio" else Z_LIMIT)
+                n = m.get("var_ratio_n") or m.get("count", 1)
+                frac = abs(v) / (var_limit(n) if k == "var_ratio" else Z_LIMIT)
                 key = (phase, scope, k)
                 if key not in worst or frac > worst[key][0]:
                     worst[key] = (frac, v, name)
