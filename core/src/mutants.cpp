@@ -29,6 +29,13 @@ const std::vector<MutantInfo>& mutants() {
       {Mutant::session_stuck_pos, "session_stuck_pos", "session", "first decode step does not advance"},
       {Mutant::session_kv_stale_row, "session_kv_stale_row", "session", "last layer caches the previous row on decode"},
       {Mutant::session_rope_truncate, "session_rope_truncate", "session", "RoPE table truncated to bf16"},
+      {Mutant::gemm_drop_last_k, "gemm_drop_last_k", "kernels", "GEMM K block skips its last k", true},
+      {Mutant::rmsnorm_weight_last_one, "rmsnorm_weight_last_one", "kernels", "RMSNorm last element unweighted", true},
+      {Mutant::silu_exp_truncate, "silu_exp_truncate", "kernels", "SiLU bf16 exp truncated", true},
+      {Mutant::rope_sin_sign_last_pair, "rope_sin_sign_last_pair", "kernels", "RoPE lowest-frequency pair rotates backwards", true},
+      {Mutant::attn_sum_bf16, "attn_sum_bf16", "kernels", "softmax running sum in bf16", true},
+      {Mutant::exec_last_row_prev, "exec_last_row_prev", "executor", "caller-chosen last row off by one", true},
+      {Mutant::session_decode_rope_next_pos, "session_decode_rope_next_pos", "session", "decode RoPE at P + 1", true},
   };
   return all;
 }

@@ -52,6 +52,7 @@ void attend_row(const float* qf, const float* kf, const float* vf, int64_t n, co
   }
   if (mutant_on(Mutant::attn_sum_skip_last) && n > 1) psum -= s[n - 1];
   l = l * alpha + psum;
+  if (mutant_on(Mutant::attn_sum_bf16)) l = round_bf16(l);
   m = m_new;
   for (int64_t i = 0; i < d; ++i) o[i] *= alpha;
   for (int64_t j = 0; j < n; ++j) axpy(s[j], vf + j * d, o, d);

@@ -38,9 +38,10 @@ TESSERA_VECTOR_CLONES void gemm_block(const bf16* a, const bf16* b, float* acc, 
   bf16_to_f32_n(a, af, d.m * d.k);
   const int64_t n = d.n, k = d.k;
   if (!accumulate) std::fill(acc, acc + d.m * n, 0.0f);
+  const int64_t kend = k - (mutant_on(Mutant::gemm_drop_last_k) && k > 1 ? 1 : 0);
   for (int64_t i0 = 0; i0 < d.m; i0 += kRowBlock) {
     const int64_t rows = std::min(kRowBlock, d.m - i0);
-    for (int64_t kk = 0; kk < k; ++kk) {
+    for (int64_t kk = 0; kk < kend; ++kk) {
       const float* __restrict brow = bf + kk * n;
       for (int64_t r = 0; r < rows; ++r) {
         const float av = af[(i0 + r) * k + kk];

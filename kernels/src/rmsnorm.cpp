@@ -23,6 +23,7 @@ void rmsnorm_rows(const bf16* x, const bf16* w, bf16* out, int64_t rows, int64_t
     float inv = rsqrt_tile(ss / static_cast<float>(n - (mutant_on(Mutant::rmsnorm_mean_n_minus_1) ? 1 : 0)) + eps);
     bf16* o = out + r * n;
     for (int64_t j = 0; j < n; ++j) o[j] = f32_to_bf16(xf[j] * inv * wf[j]);
+    if (mutant_on(Mutant::rmsnorm_weight_last_one)) o[n - 1] = f32_to_bf16(xf[n - 1] * inv);
   }
 }
 

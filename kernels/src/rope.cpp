@@ -21,6 +21,7 @@ void rope_rows(const bf16* x, const float* cos, const float* sin, bf16* out, con
         oa[i] = f32_to_bf16(a * c[i] - b * s[i]);
         ob[i] = f32_to_bf16(b * c[i] + a * s[i]);
         if (mutant_on(Mutant::rope_truncate)) oa[i] = f32_to_bf16_truncate(a * c[i] - b * s[i]), ob[i] = f32_to_bf16_truncate(b * c[i] + a * s[i]);
+        if (mutant_on(Mutant::rope_sin_sign_last_pair) && i + 1 == half) oa[i] = f32_to_bf16(a * c[i] + b * s[i]), ob[i] = f32_to_bf16(b * c[i] - a * s[i]);
       }
     }
   }

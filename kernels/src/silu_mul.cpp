@@ -9,6 +9,12 @@ void silu_mul(const bf16* gate, const bf16* up, bf16* out, int64_t count) {
   for (int64_t i = 0; i < count; ++i) {
     out[i] = f32_to_bf16(silu_tile(bf16_to_f32(gate[i])) * bf16_to_f32(up[i]));
   }
+  if (mutant_on(Mutant::silu_exp_truncate)) {
+    for (int64_t i = 0; i < count; ++i) {
+      const float g = bf16_to_f32(gate[i]), e = truncate_bf16(exp2_f32(-g * 1.4426950408889634f));
+      out[i] = f32_to_bf16(g * recip_tile(1.0f + e) * bf16_to_f32(up[i]));
+    }
+  }
   if (mutant_on(Mutant::silu_slope_2pct)) {
     for (int64_t i = 0; i < count; ++i) out[i] = f32_to_bf16(1.02f * silu_tile(bf16_to_f32(gate[i])) * bf16_to_f32(up[i]));
   }

@@ -102,6 +102,14 @@ runtime::Values host_inputs(const model::ModelConfig& c, const std::vector<int32
 // The NPU value `name` from an executor result; InternalError naming it when absent.
 const std::vector<float>& npu_value(const runtime::ExecResult& r, const std::string& name);
 
+// Local gates (local_gate.h) of every node of `g` that `npu` (an executor
+// result of a P = 0 call on `tokens`) holds, appended to r.checks as
+// prefix + value ("local L0.q_rot"); returns how many. The reference takes
+// the source weights and host_inputs(ctx.config, tokens).
+int64_t add_local_checks(Context& ctx, const compiler::Graph& g, const runtime::Values& npu,
+                      const std::vector<int32_t>& tokens, const std::string& prefix, PhaseResult& r,
+                      int64_t last_row = -1);
+
 // Deterministic prompt ids spread over the vocabulary (splitmix64).
 std::vector<int32_t> gate_prompt(uint64_t seed, int64_t n, int64_t vocab);
 

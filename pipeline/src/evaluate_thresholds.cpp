@@ -4,6 +4,7 @@
 // and every recorded check is re-judged against the canonical threshold. A
 // recorded limit looser than the canonical one, or a check marked passed that
 // the canonical limit fails, is a finding.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <regex>
@@ -84,6 +85,26 @@ void audit_rules(Audit& a, const nlohmann::json& j, const std::string& file, con
   }
 }
 
+// The canonical row of a local gate (local_gate.h) on `value`: phase 1's row
+// of the op of `g` that produces it; nullptr-like empty op when none does.
+Threshold local_threshold(const compiler::Graph& g, const std::string& value) {
+  for (const compiler::Node& n : g.nodes)
+    if (n.output.str() == value) return kernel_threshold(n.shape);
+  return {};
+}
+
+// Audits a check named `prefix` + value against local_threshold; false when
+// the name does not start with `prefix`.
+bool audit_local(Audit& a, const std::string& file, const nlohmann::json& chk, const compiler::Graph& g,
+                 const std::string& prefix) {
+  const std::string n = chk.value("name", "");
+  if (n.rfind(prefix, 0) != 0) return false;
+  const Threshold t = local_threshold(g, n.substr(prefix.size()));
+  if (t.op.empty()) a.c.fail("thresholds", file + " " + n, "no such op output in the model's graph");
+  else a.check(file, chk, t);
+  return true;
+}
+
 }  // namespace
 
 void audit_thresholds(const Loaded& d, Checks& c) {
@@ -108,8 +129,10 @@ void audit_thresholds(const Loaded& d, Checks& c) {
   int64_t seq = 0;
   if (const auto j = read_json(d.dir, "phase2.json", c, "thresholds")) {
     seq = (*j)["details"].value("seq", int64_t{0});
-    const auto canon = block_thresholds(compiler::build_graph(cfg, seq, 0));
+    const compiler::Graph g = compiler::build_graph(cfg, seq, 0);
+    const auto canon = block_thresholds(g);
     for (const auto& chk : j->at("checks")) {
+      if (audit_local(a, "phase2.json", chk, g, "local ")) continue;
       auto it = canon.find(chk.value("name", ""));
       if (it == canon.end()) c.fail("thresholds", "phase2.json " + chk.value("name", "?"), "no such tap in the model's graph");
       else a.check("phase2.json", chk, it->second);
@@ -141,7 +164,9 @@ void audit_thresholds(const Loaded& d, Checks& c) {
   if (const auto j = read_json(d.dir, "phase6.json", c, "thresholds")) {
     Threshold t;
     t.min_cosine = logits_floor;
-    for (const auto& chk : j->at("checks")) a.check("phase6.json", chk, t, true);
+    const compiler::Graph g = compiler::build_graph(cfg, std::max<int64_t>(seq, 1), 0);
+    for (const auto& chk : j->at("checks"))
+      if (!audit_local(a, "phase6.json", chk, g, "session prefill local ")) a.check("phase6.json", chk, t, true);
   }
   if (a.findings == 0)
     c.ok("thresholds", "phase1/2/3/6.json",

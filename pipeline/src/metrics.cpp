@@ -81,7 +81,12 @@ nlohmann::json to_json(const Metrics& m) {
     j["row_slope_z"] = num(m.row_slope_z);
     j["worst_slope_row"] = m.worst_slope_row;
     j["var_ratio"] = num(m.var_ratio);
+    j["var_ratio_n"] = num(m.var_ratio_n);
     j["bf16_mismatches"] = m.bf16_mismatches;
+  }
+  if (m.bf16_ref_outside >= 0) {
+    j["bf16_ref_outside"] = m.bf16_ref_outside;
+    j["bf16_ref_first"] = m.bf16_ref_first;
   }
   return j;
 }
@@ -116,8 +121,11 @@ Metrics metrics_from_json(const nlohmann::json& m) {
     x.row_slope_z = num("row_slope_z", 0);
     x.worst_slope_row = m.value("worst_slope_row", int64_t{-1});
     x.var_ratio = num("var_ratio", 0);
+    x.var_ratio_n = num("var_ratio_n", static_cast<double>(x.count));  // reports before it: the count
     x.bf16_mismatches = m.value("bf16_mismatches", int64_t{0});
   }
+  x.bf16_ref_outside = m.value("bf16_ref_outside", int64_t{-1});
+  x.bf16_ref_first = m.value("bf16_ref_first", int64_t{-1});
   return x;
 }
 

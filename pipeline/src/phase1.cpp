@@ -14,6 +14,7 @@
 #include "tessera/npu/timing.h"
 #include "tessera/oracle/oracle.h"
 #include "tessera/oracle/rope.h"
+#include "tessera/pipeline/bf16_reference.h"
 #include "tessera/pipeline/reference_ops.h"
 
 namespace tessera::pipeline {
@@ -268,6 +269,11 @@ KernelResult run_kernel(const Graph& g, const compiler::UniqueOp& u,
       nm.row_width = stat_row_width(u.shape.op, hd, ref.size(), g.seq);
       r.metrics = compare(ref, run.outputs.at(0), nm);
     }
+    if (const auto bounds = bf16_reference(u.shape, spans)) {
+      const Bf16Verdict v = bf16_outside(*bounds, run.outputs.at(0));
+      r.metrics.bf16_ref_outside = v.outside;
+      r.metrics.bf16_ref_first = v.first;
+    }
   } catch (const Error& e) {
     r.status = KernelStatus::run_error;
     r.message = e.what();
@@ -330,6 +336,24 @@ Inputs small_rms_inputs(const kernels::OpShape& s, Inputs in) {
   const double ms = ss / static_cast<double>(std::max<size_t>(in[0].size(), 1));
   int shift = 0;
   while (ms * std::ldexp(1.0, 2 * shift) > 16 * eps && shift > -64) --shift;
+  for (float& x : in[0]) x = std::ldexp(x, shift);
+  return in;
+}
+
+// The near-tie probe of attention: q scaled down by a power of two (exact on
+// bf16 values) until every causal score is below 2^-4 in magnitude, so each
+// row's visible keys weigh within e^(2 * 2^-4) ~ 13 % of each other: the
+// softmax rows are near ties, and a key the mask or the running sum drops, or
+// a mis-weighted merge of key blocks, moves the output by ~1/T of its value
+// instead of hiding behind one dominant key.
+Inputs near_tie_inputs(const kernels::OpShape& s, Inputs in) {
+  for (int i = 0; i < 2; ++i)
+    for (float& x : in[static_cast<size_t>(i)]) x = round_bf16(x);
+  Inputs neg = in;
+  for (float& x : neg[0]) x = -x;
+  const double m = std::max(max_score(s, in), max_score(s, neg));  // the largest |score|
+  int shift = 0;
+  while (m * std::ldexp(1.0, shift) >= 0.0625 && shift > -64) --shift;
   for (float& x : in[0]) x = std::ldexp(x, shift);
   return in;
 }
@@ -400,14 +424,18 @@ Phase1Report run_phase1(const model::ModelConfig& config, const model::Weights& 
       const bool attention = u.shape.op == "attention_prefill" || u.shape.op == "attention_decode";
       const bool norm = u.shape.op == "rmsnorm" || u.shape.op == "head_rmsnorm";
       if (!attention && !norm) continue;
-      const char* tag = attention ? ":large-scores" : ":small-rms";
-      KernelResult p = run_kernel(d.graph, u, [&] {
-        return attention ? large_score_inputs(u.shape, fetch()) : small_rms_inputs(u.shape, fetch());
-      }, spec, opts, lookup);
-      p.phase = d.phase;
-      p.node += tag;
-      for (auto& n : p.nodes) n += tag;
-      rep.results.push_back(std::move(p));
+      using Probe = Inputs (*)(const kernels::OpShape&, Inputs);
+      const std::vector<std::pair<const char*, Probe>> probes =
+          attention ? std::vector<std::pair<const char*, Probe>>{{":large-scores", large_score_inputs},
+                                                                 {":near-tie", near_tie_inputs}}
+                    : std::vector<std::pair<const char*, Probe>>{{":small-rms", small_rms_inputs}};
+      for (const auto& [tag, probe] : probes) {
+        KernelResult p = run_kernel(d.graph, u, [&, probe = probe] { return probe(u.shape, fetch()); }, spec, opts, lookup);
+        p.phase = d.phase;
+        p.node += tag;
+        for (auto& n : p.nodes) n += tag;
+        rep.results.push_back(std::move(p));
+      }
     }
   }
   rep.host_seconds = since(t0);

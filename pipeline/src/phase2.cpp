@@ -60,9 +60,11 @@ PhaseResult gate_block(Context& ctx) {
     nm.row_width = stat_row_width(lim->second.op, c1.head_dim, ref->second.size(), ctx.seq());
     r.checks.push_back(make_check(key, compare(ref->second, got->second, nm), lim->second));
   }
+  const int64_t local = add_local_checks(ctx, block.graph, res.values, orc.prompt, "local ", r);
   for (const auto& c : r.checks)
     if (!c.passed) r.status = "failed";
   r.details = {{"seq", ctx.seq()},
+               {"local_checks", local},
                {"block_predicted_seconds", res.predicted_seconds},
                {"block_host_seconds", res.host_seconds},
                {"block_dispatches", block.dispatches()},

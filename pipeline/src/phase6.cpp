@@ -67,6 +67,9 @@ void session_tap_checks(Context& ctx, const runtime::Session& s, PhaseResult& r)
   const auto limits = block_thresholds(compiler::build_graph(c1, ctx.seq(), 0));
   const OracleRun& orc = ctx.oracle();
   for (const auto& [key, got] : s.last_values()) {
+    // The session keeps every value (for the local gates); the one-layer
+    // thresholds fit layer 0's taps only.
+    if (key.rfind("L0.", 0) != 0) continue;
     auto ref = orc.taps.find(key);
     auto lim = limits.find(key);
     if (ref == orc.taps.end() || lim == limits.end()) continue;
@@ -115,10 +118,16 @@ PhaseResult run_phase6(Context& ctx, std::vector<std::string>&) {
   so.style = ctx.opts.style;
   so.prefill_passes = ctx.plan_options(false).passes;  // the plans phases 4 / 5 kept
   so.decode_passes = ctx.plan_options(true).passes;
-  for (const std::string& tap : oracle::layer_tap_names()) so.keep.insert("L0." + tap);
+  // Every value of the prompt's forward: the local gates condition each op on them.
+  for (const compiler::Node& node : compiler::build_graph(ctx.config, ctx.seq(), 0).nodes)
+    so.keep.insert(node.output.str());
   runtime::Session s(ctx.config, ctx.packed(), ctx.opts.spec, so);
   std::vector<float> logits = s.prefill(orc.prompt);
   session_tap_checks(ctx, s, r);
+  std::vector<int32_t> padded = orc.prompt;  // a bucketed prefill pads with token 0
+  padded.resize(static_cast<size_t>(s.last_plan().graph.seq), 0);
+  const int64_t local = add_local_checks(ctx, s.last_plan().graph, s.last_values(), padded,
+                                         "session prefill local ", r, static_cast<int64_t>(orc.prompt.size()) - 1);
   const runtime::CallTiming prefill = s.last_timing();
   double dec_pred = 0, dec_host = 0;
   nlohmann::json ties = nlohmann::json::array(), npu_tokens = nlohmann::json::array();
@@ -155,6 +164,7 @@ PhaseResult run_phase6(Context& ctx, std::vector<std::string>&) {
     if (!c.passed) r.status = "failed";
   const double steps = std::max<double>(1, static_cast<double>(n) - 1);
   r.details = {{"oracle_tokens", orc.continuation},
+               {"local_checks", local},
                {"npu_tokens", npu_tokens},
                {"disagreements", ties},
                {"phase3_logits_max_abs", p3.max_abs},

@@ -82,10 +82,11 @@ void fill_stats(Metrics& m, std::span<const float> ref, std::span<const float> g
   const auto w = static_cast<size_t>(nm.row_width);
   const size_t width = w > 0 && n % w == 0 ? w : n;
   const std::vector<double> var = predicted_variance(ref, width, nm);
-  double v = 0, e = 0, mag = 0, sum_abs = 0;
+  double v = 0, v2 = 0, e = 0, mag = 0, sum_abs = 0;
   for (size_t i = 0; i < n; ++i) {
     const double d = static_cast<double>(got[i]) - ref[i];
     v += var[i];
+    v2 += var[i] * var[i];
     e += d;
     mag += ref[i] > 0 ? d : (ref[i] < 0 ? -d : 0);
     sum_abs += std::fabs(ref[i]);
@@ -107,6 +108,7 @@ void fill_stats(Metrics& m, std::span<const float> ref, std::span<const float> g
   m.bias_z = z_of(e, v);
   m.mag_bias_z = z_of(mag, v);
   m.var_ratio = v > 0 ? dev / v : (dev == 0 ? 0 : std::numeric_limits<double>::infinity());
+  m.var_ratio_n = v2 > 0 ? v * v / v2 : static_cast<double>(n);
   const Fit all = fit(ref, got, var, 0, n);
   m.slope = all.slope;
   m.slope_z = z_of(beyond(all.slope - 1, shrink), all.var_slope);

@@ -138,7 +138,7 @@ class ValueStore {
     const int64_t rows = plan_.graph.seq;
     TESSERA_CHECK(rows > 0 && static_cast<int64_t>(v.size()) % rows == 0,
                   "executor: {} has {} values, not {} rows", r.str(), v.size(), rows);
-    const int64_t row = last_row_ < 0 ? rows - 1 : last_row_;
+    const int64_t row = last_row_ < 0 ? rows - 1 : last_row_ - (mutant_on(Mutant::exec_last_row_prev) && last_row_ > 0 ? 1 : 0);
     if (row >= rows)
       throw_error<UsageError>("executor: {} takes row {} of a value with {} rows", r.str(), row,
                               rows);

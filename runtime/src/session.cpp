@@ -140,7 +140,7 @@ Values Session::forward_inputs(std::span<const int32_t> tokens) const {
   const int64_t P = position_, kvd = config_.kv_dim();
   Values in;
   in["host:token_ids"] = std::vector<float>(tokens.begin(), tokens.end());
-  oracle::RopeTable rope = oracle::rope_table(config_, P, S);
+  oracle::RopeTable rope = oracle::rope_table(config_, P + (mutant_on(Mutant::session_decode_rope_next_pos) && S == 1 && P > 0 ? 1 : 0), S);
   in["host:rope_cos"] = std::move(rope.cos);
   in["host:rope_sin"] = std::move(rope.sin);
   if (mutant_on(Mutant::session_rope_truncate))

@@ -14,6 +14,7 @@
 
 #include "tessera/compiler/graph.h"
 #include "tessera/core/error.h"
+#include "tessera/core/mutants.h"
 #include "tessera/model/config.h"
 #include "tessera/model/synth.h"
 #include "tessera/pipeline/deploy.h"
@@ -178,6 +179,25 @@ TEST(Deploy, TinyQwen3Passes) {
   bool q_norm = false;
   for (const auto& c : r.phases[2].checks) q_norm |= c.name == "L0.q_norm";
   EXPECT_TRUE(q_norm);
+  // Every op of the block (phase 2) and of the session's prefill at every
+  // layer (phase 6) is gated locally (local_gate.h), and passes.
+  EXPECT_GE(r.phases[2].details.value("local_checks", 0), 14);
+  EXPECT_GE(r.phases[6].details.value("local_checks", 0), 28);
+  bool local_rope = false;
+  for (const auto& c : r.phases[6].checks) local_rope |= c.name == "session prefill local L1.k_rot";
+  EXPECT_TRUE(local_rope);
+}
+
+// A half-ulp bias in the session's own RoPE table (a host input only the
+// runtime path computes) is invisible end to end, where every error is shared;
+// the local gate of the session's RoPE ops catches it.
+TEST(Deploy, SessionRopeTruncateIsCaughtAtTheRopeOp) {
+  set_active_mutant(Mutant::session_rope_truncate);
+  const DeployReport r = deploy(tiny_options("tiny", scratch("rope-mutant")));
+  set_active_mutant(Mutant::none);
+  ASSERT_FALSE(r.passed());
+  EXPECT_EQ(r.phases.back().phase, 6);
+  EXPECT_NE(r.failure().find("session prefill local L0.q_rot"), std::string::npos) << r.failure();
 }
 
 // Deploys tiny with `weight` negated on the device; returns the report, which

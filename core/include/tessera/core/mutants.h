@@ -41,6 +41,15 @@ enum class Mutant : uint8_t {
   session_stuck_pos,       // the first decode step does not advance the position
   session_kv_stale_row,    // decode: the last layer caches the previous row again
   session_rope_truncate,   // the session's RoPE table truncated to bf16 instead of RNE
+  // Kept aside (MutantInfo::aside): written after the gates of issue 12 were
+  // tuned, never used to tune them; bench/mutation.sh -a scores them apart.
+  gemm_drop_last_k,              // GEMM tile: each K block skips its last k
+  rmsnorm_weight_last_one,       // RMSNorm: the last element of a row ignores its weight
+  silu_exp_truncate,             // SiLU: the bf16 exp result truncated instead of RNE
+  rope_sin_sign_last_pair,       // RoPE: the lowest-frequency pair rotates the other way
+  attn_sum_bf16,                 // attention: the softmax running sum kept in bf16
+  exec_last_row_prev,            // executor: a caller-chosen last row takes the row before it
+  session_decode_rope_next_pos,  // session: a decode step's RoPE at position P + 1
 };
 
 struct MutantInfo {
@@ -48,6 +57,7 @@ struct MutantInfo {
   const char* name;
   const char* layer;  // kernels, builders, executor, session
   const char* what;
+  bool aside = false;  // an independent mutant (see the enum), not the harness's list
 };
 
 const std::vector<MutantInfo>& mutants();

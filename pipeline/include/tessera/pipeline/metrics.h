@@ -25,7 +25,8 @@
 //                (exact for independent errors); intercept_z likewise
 //   row_slope_z = the largest |slope_z| of a fit per row (rows that have their
 //                own scale: a norm's row, a token's activations)
-//   var_ratio  = sum (e_i - mean e)^2 / V           (1 for pure rounding noise)
+//   var_ratio  = sum (e_i - mean e)^2 / V           (1 for pure rounding noise),
+//                its effective sample size var_ratio_n = V^2 / sum var_i^2
 // slope_z, row_slope_z and mag_bias_z first subtract the second-order
 // shrinkage that noise entering a norm causes (stat_metrics.cpp).
 // A z of 0 with V = 0 means an exact op was exact; any error there is inf.
@@ -53,9 +54,11 @@ struct NoiseModel {
   // average of 49152 independent ones), and norms and softmax add
   // second-order shrinkage the count does not model. On honest deployments
   // (transformer fixtures, the real SmolLM2 with 32 of 32 tokens agreeing)
-  // that gave |z| up to 126. So along a path the statistics are measured and
-  // reported but do not fail the gate until a correlated-error model exists;
-  // phase 1 gates them all.
+  // that gave |z| up to 126. So along a path the end-to-end statistics are
+  // measured and reported but do not fail the gate; phase 1 gates them all,
+  // and so do the local gates of phases 2 and 6 (local_gate.h), which compare
+  // each op with the oracle op on the NPU's own inputs, where the shared
+  // component is gone.
   bool path = false;
 };
 
@@ -75,7 +78,16 @@ struct Metrics {
   double row_slope_z = 0;  // signed, the row with the largest |z|
   int64_t worst_slope_row = -1;
   double var_ratio = 0;
+  // The effective number of elements behind var_ratio, (sum var_i)^2 / sum
+  // var_i^2: a few elements with a large predicted variance (an outlier
+  // channel) carry the ratio alone, and its scatter is sqrt(2 / var_ratio_n),
+  // not sqrt(2 / count). From the predicted variances only, never the errors.
+  double var_ratio_n = 0;
   int64_t bf16_mismatches = 0;  // with NoiseModel::exact_bf16
+  // Elements outside the BF16-exact reference's interval (bf16_reference.h);
+  // -1 when the op has no such reference or it was not run (paths, phase 3).
+  int64_t bf16_ref_outside = -1;
+  int64_t bf16_ref_first = -1;  // the first such element
 };
 
 // Throws InternalError when the sizes differ (a harness bug, not a gate result).

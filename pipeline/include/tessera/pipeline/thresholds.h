@@ -30,9 +30,11 @@ struct StatRule {
 };
 const std::vector<StatRule>& stat_rules();
 double stat_rule(const std::string& name);
-// The variance-ratio limit for n compared elements: the model's slack plus
-// z_limit standard deviations of a chi-square ratio (sqrt(2 / n)).
-double var_ratio_limit(int64_t n);
+// The variance-ratio limit for n (effective) compared elements: the model's
+// slack plus z_limit standard deviations of a chi-square ratio (sqrt(2 / n)).
+double var_ratio_limit(double n);
+// That limit for m (its var_ratio_n, or its count when it has none).
+double var_ratio_limit(const Metrics& m);
 
 // The whole table, for reports and docs.
 const std::vector<Threshold>& kernel_thresholds();

@@ -1,0 +1,108 @@
+// Local (conditional) gates along an op path (local_gate.h): each op's NPU
+// output against the oracle op on the NPU's own inputs, under phase 1's row.
+#include "tessera/pipeline/local_gate.h"
+
+#include <span>
+
+#include "tessera/core/bf16.h"
+#include "tessera/core/error.h"
+#include "tessera/pipeline/reference_ops.h"
+
+namespace tessera::pipeline {
+
+using compiler::Node;
+using compiler::ValueKind;
+using compiler::ValueRef;
+
+namespace {
+
+ValueRef whole(const ValueRef& r) {
+  ValueRef w = r;
+  w.last_row = false;
+  return w;
+}
+
+// Row `last_row` (-1: the last) of a [rows, width] value, as the executor takes it.
+std::vector<float> row_of(const std::vector<float>& v, int64_t rows, int64_t last_row, const std::string& name) {
+  TESSERA_CHECK(rows > 0 && static_cast<int64_t>(v.size()) % rows == 0,
+                "local gate: {} has {} values, not {} rows", name, v.size(), rows);
+  const int64_t row = last_row < 0 ? rows - 1 : last_row;
+  TESSERA_CHECK(row < rows, "local gate: {} has no row {}", name, row);
+  const size_t width = v.size() / static_cast<size_t>(rows);
+  const auto at = static_cast<std::ptrdiff_t>(static_cast<size_t>(row) * width);
+  return {v.begin() + at, v.begin() + at + static_cast<std::ptrdiff_t>(width)};
+}
+
+// Whether the NPU sees a fixed input as bf16: weights are packed bf16 and the
+// KV caches hold bf16 rows; token ids are integers, and the RoPE design takes
+// its cos / sin tables as f32 (kernels/src/builders/rope.cpp).
+bool rounded(const ValueRef& r) {
+  if (r.kind == ValueKind::weight) return true;
+  return r.name != "token_ids" && r.name != "rope_cos" && r.name != "rope_sin";
+}
+
+// The weight and host inputs, rounded to bf16 once per name (the LM head and
+// a tied embedding share one table).
+class FixedCache {
+ public:
+  explicit FixedCache(const FixedValue& f) : f_(f) {}
+  const std::vector<float>& get(const ValueRef& r) {
+    const std::string key = whole(r).str();
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    std::vector<float> v = f_(whole(r));
+    if (rounded(r)) round_bf16_inplace(v);
+    return cache_.emplace(key, std::move(v)).first->second;
+  }
+
+ private:
+  const FixedValue& f_;
+  std::map<std::string, std::vector<float>> cache_;
+};
+
+// Rows of the op's output for the per-row fit: its M where it has one (the
+// LM head takes one row of an S-row input), else the call's tokens.
+int64_t rows_of(const kernels::OpShape& s, int64_t seq) {
+  if (s.op != "kv_append" && s.dims.count("M")) return s.dim("M");
+  return seq;
+}
+
+}  // namespace
+
+std::vector<LocalCheck> local_checks(const compiler::Graph& g,
+                                     const std::map<std::string, std::vector<float>>& npu,
+                                     const FixedValue& fixed, int64_t last_row) {
+  std::vector<LocalCheck> out;
+  FixedCache cache(fixed);
+  for (const Node& n : g.nodes) {
+    if (n.shape.op == "argmax") continue;
+    auto got = npu.find(n.output.str());
+    if (got == npu.end()) continue;
+    std::vector<std::vector<float>> in;
+    bool complete = true;
+    for (const ValueRef& r : n.inputs) {
+      if (r.kind != ValueKind::activation) {
+        in.push_back(r.last_row ? row_of(cache.get(r), g.seq, last_row, r.str()) : cache.get(r));
+        continue;
+      }
+      auto it = npu.find(whole(r).str());
+      if (it == npu.end()) {
+        complete = false;  // a value the plan did not keep: nothing to condition on
+        break;
+      }
+      in.push_back(r.last_row ? row_of(it->second, g.seq, last_row, r.str()) : it->second);
+    }
+    if (!complete) continue;
+    const std::vector<std::span<const float>> spans(in.begin(), in.end());
+    const std::vector<float> ref = reference_op(n.shape, spans);
+    LocalCheck c{n.output.str(), {}, kernel_threshold(n.shape)};
+    NoiseModel nm = c.threshold.noise;
+    const int64_t hd = n.shape.dims.count("head_dim") ? n.shape.dim("head_dim") : 0;
+    nm.row_width = stat_row_width(n.shape.op, hd, ref.size(), rows_of(n.shape, g.seq));
+    c.metrics = compare(ref, got->second, nm);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace tessera::pipeline
