@@ -8,6 +8,7 @@
 
 #include "tessera/core/bf16.h"
 #include "tessera/pipeline/metrics.h"
+#include "tessera/pipeline/thresholds.h"
 
 namespace tessera::pipeline {
 
@@ -28,20 +29,34 @@ double z_of(double x, double v) {
   return x > 0 ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
 }
 
-// Predicted error variance of every element (metrics.h NoiseModel).
-std::vector<double> predicted_variance(std::span<const float> ref, size_t width, const NoiseModel& nm) {
-  const double ur = bf16_rms_rounding();
-  std::vector<double> var(ref.size());
+// Predicted error variance of every element (metrics.h NoiseModel), and the
+// largest mean error the element's own roundings may carry (thresholds.cpp
+// rounding_bias; a row's mixed-in roundings mostly cancel in its mean: the
+// same relative bias on every term of a softmax or a dot product scales
+// numerator and denominator alike, and their second order is `shrink` below).
+struct Predicted {
+  std::vector<double> var;
+  double bias_allow = 0;  // sum_i of the per-element bias bound
+};
+
+Predicted predicted(std::span<const float> ref, size_t width, const NoiseModel& nm) {
+  const double ur = bf16_rms_rounding(), beta = stat_rule("rounding_bias");
+  Predicted p;
+  p.var.resize(ref.size());
   for (size_t r0 = 0; r0 < ref.size(); r0 += width) {
-    double ss = 0;
-    for (size_t i = r0; i < r0 + width; ++i) ss += static_cast<double>(ref[i]) * ref[i];
-    const double row = nm.row_roundings * ur * ur * ss / static_cast<double>(width);
+    double ss = 0, sa = 0;
+    for (size_t i = r0; i < r0 + width; ++i) {
+      ss += static_cast<double>(ref[i]) * ref[i];
+      sa += std::fabs(static_cast<double>(ref[i]));
+    }
+    const double ms = ss / static_cast<double>(width), row = nm.row_roundings * ur * ur * ms;
     for (size_t i = r0; i < r0 + width; ++i) {
       const double ulp = bf16_ulp(ref[i]);
-      var[i] = nm.elem_roundings * ulp * ulp / 12.0 + row;
+      p.var[i] = nm.elem_roundings * ulp * ulp / 12.0 + row;
     }
+    p.bias_allow += beta * nm.elem_roundings * sa;
   }
-  return var;
+  return p;
 }
 
 struct Fit {
@@ -81,7 +96,8 @@ void fill_stats(Metrics& m, std::span<const float> ref, std::span<const float> g
   const size_t n = ref.size();
   const auto w = static_cast<size_t>(nm.row_width);
   const size_t width = w > 0 && n % w == 0 ? w : n;
-  const std::vector<double> var = predicted_variance(ref, width, nm);
+  const Predicted pred = predicted(ref, width, nm);
+  const std::vector<double>& var = pred.var;
   double v = 0, v2 = 0, e = 0, mag = 0, sum_abs = 0;
   for (size_t i = 0; i < n; ++i) {
     const double d = static_cast<double>(got[i]) - ref[i];
@@ -93,10 +109,13 @@ void fill_stats(Metrics& m, std::span<const float> ref, std::span<const float> g
   }
   // Second order: noise of relative variance s entering a norm shrinks its
   // output by ~s/2 (|h + e| = |h| (1 + s/2)); the slope and the magnitude bias
-  // may deviate by the whole predicted s (2x) before their z counts.
+  // may deviate by the whole predicted s (2x) before their z counts. Each
+  // rounding may also carry a mean error of up to rounding_bias (relative),
+  // which over millions of elements is many standard errors (thresholds.cpp).
   const double ur = bf16_rms_rounding(), shrink = nm.row_roundings * ur * ur;
+  const double rel_bias = stat_rule("rounding_bias") * nm.elem_roundings;
   auto beyond = [](double x, double allow) { return x > allow ? x - allow : (x < -allow ? x + allow : 0.0); };
-  mag = beyond(mag, shrink * sum_abs);
+  mag = beyond(mag, shrink * sum_abs + pred.bias_allow);
   if (nm.exact_bf16)
     for (size_t i = 0; i < n; ++i) m.bf16_mismatches += got[i] == round_bf16(ref[i]) ? 0 : 1;
   double dev = 0;
@@ -105,18 +124,18 @@ void fill_stats(Metrics& m, std::span<const float> ref, std::span<const float> g
     dev += d * d;
   }
   m.has_stats = true;
-  m.bias_z = z_of(e, v);
+  m.bias_z = z_of(beyond(e, pred.bias_allow), v);
   m.mag_bias_z = z_of(mag, v);
   m.var_ratio = v > 0 ? dev / v : (dev == 0 ? 0 : std::numeric_limits<double>::infinity());
   m.var_ratio_n = v2 > 0 ? v * v / v2 : static_cast<double>(n);
   const Fit all = fit(ref, got, var, 0, n);
   m.slope = all.slope;
-  m.slope_z = z_of(beyond(all.slope - 1, shrink), all.var_slope);
-  m.intercept_z = z_of(all.intercept, all.var_intercept);
+  m.slope_z = z_of(beyond(all.slope - 1, shrink + rel_bias), all.var_slope);
+  m.intercept_z = z_of(beyond(all.intercept, pred.bias_allow / static_cast<double>(n)), all.var_intercept);
   m.row_slope_z = 0;
   for (size_t r0 = 0; r0 < n; r0 += width) {
     const Fit f = fit(ref, got, var, r0, r0 + width);
-    const double z = z_of(beyond(f.slope - 1, shrink), f.var_slope);
+    const double z = z_of(beyond(f.slope - 1, shrink + rel_bias), f.var_slope);
     if (std::fabs(z) > std::fabs(m.row_slope_z) || std::isnan(z)) {
       m.row_slope_z = z;
       m.worst_slope_row = static_cast<int64_t>(r0 / width);

@@ -12,6 +12,7 @@
 #include "tessera/core/bf16.h"
 #include "tessera/core/error.h"
 #include "tessera/core/mutants.h"
+#include "tessera/kernels/silu_mul.h"
 #include "tessera/pipeline/metrics.h"
 #include "tessera/pipeline/thresholds.h"
 
@@ -70,6 +71,46 @@ TEST(StatMetrics, TruncationIsAMagnitudeBias) {
   EXPECT_NE(std::find(failed.begin(), failed.end(), "mag_bias_z"), failed.end());
   // Signed errors of both signs cancel: the plain bias does not see it.
   EXPECT_LT(std::fabs(m.bias_z), 7);
+}
+
+// RNE carries a second-order mean error where the values' density slopes
+// across one spacing (thresholds.cpp rounding_bias). Over millions of elements
+// that is many standard errors: the honest silu_mul kernel on 4M Gaussian
+// gates (sd 0.5, the bf16 exp near 1) gave mag_bias_z -9 before the allowance.
+// A truncated exp, a one-sided bias 30x smaller than half an ulp of the output,
+// must still fail.
+TEST(StatMetrics, SecondOrderRoundingBiasOfAnHonestKernelPassesAtMillionsOfElements) {
+  const size_t n = size_t{1} << 22;
+  std::vector<bf16> gate(n), up(n), out(n);
+  std::vector<float> ref(n), got(n);
+  uint64_t z = 11;
+  auto gauss = [&] {
+    double s = 0;
+    for (int k = 0; k < 4; ++k) {
+      z = z * 6364136223846793005ull + 1442695040888963407ull;
+      s += static_cast<double>(z >> 11) / 9007199254740992.0 - 0.5;
+    }
+    return static_cast<float>(0.5 * std::sqrt(3.0) * s);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    gate[i] = f32_to_bf16(gauss());
+    up[i] = f32_to_bf16(gauss());
+    const float g = bf16_to_f32(gate[i]);
+    ref[i] = g / (1.0f + std::exp(-g)) * bf16_to_f32(up[i]);
+  }
+  kernels::silu_mul(gate.data(), up.data(), out.data(), static_cast<int64_t>(n));
+  for (size_t i = 0; i < n; ++i) got[i] = bf16_to_f32(out[i]);
+  NoiseModel nm = output_rounding(0);
+  nm.elem_roundings = 2;  // thresholds.cpp silu_mul: the bf16 exp and the output
+  const Metrics m = compare(ref, got, nm);
+  EXPECT_TRUE(failed_metrics(m, loose(nm)).empty()) << m.bias_z << " " << m.mag_bias_z << " " << m.slope_z;
+  for (size_t i = 0; i < n; ++i) {
+    const float g = bf16_to_f32(gate[i]);
+    const float e = truncate_bf16(std::exp(-g));
+    got[i] = round_bf16(g / (1.0f + e) * bf16_to_f32(up[i]));
+  }
+  const Metrics bugged = compare(ref, got, nm);
+  EXPECT_GT(bugged.mag_bias_z, 7);  // a truncated exp is smaller: every |silu| grows
 }
 
 TEST(StatMetrics, OneRowScaledByOnePercentFailsTheRowSlope) {
