@@ -17,7 +17,7 @@
 //             device before and from the device after the run; and its
 //             torch <-> numpy conversions (utils.py torch_to_numpy /
 //             numpy_to_torch: bf16 -> fp32 -> bf16, two passes over every
-//             activation input and output) at host_bytes_per_second. Its
+//             activation input and output) at host_copy_bytes_per_second. Its
 //             GEMMs are timed with IRON's own whole-array design
 //             (npu::gemm_design), padded as aie_gemm.py pads them.
 //   mlir-air  the paper's system (June 2026 structure): the prompt padded to
