@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "tessera/compiler/graph.h"
 #include "tessera/core/error.h"
+#include "tessera/npu/designs.h"
+#include "tessera/npu/validator.h"
 
 namespace tessera::compiler {
 
@@ -58,9 +61,39 @@ kernels::TileOptions air_tiles(const kernels::OpShape& s, bool decode) {
 
 // IRON's Llama deployment builds its GEMMs with 64 x 64 x 64 core tiles on 8
 // columns (applications/llama_3.2_1b/src/block/gqa.py, aie_gemm_config).
+constexpr int64_t kIronTile = 64;
+constexpr int kIronColumns = 8;
+// Bytes a bf16 -> fp32 -> bf16 round trip touches per bf16 byte: (2 + 4 + 4 + 2) / 2.
+constexpr int64_t kIronConvertBytesPerBf16Byte = 6;
+bool is_gemm(const kernels::OpShape& s) { return s.op == "linear" && s.dim("M") > 1; }
 kernels::TileOptions iron_tiles(const kernels::OpShape& s) {
-  if (s.op == "linear" && s.dim("M") > 1) return {{"gemm", 1}, {"m", 64}, {"k", 64}, {"n", 64}};
+  if (is_gemm(s)) return {{"gemm", 1}, {"m", kIronTile}, {"k", kIronTile}, {"n", kIronTile}};
   return {};
+}
+
+// IRON's GEMM operator is its own whole-array design (IRON example/gemm/
+// gemm.py, the mlir-aie whole_array structure npu::gemm_design models): A
+// and B re-streamed from DDR for every C tile row / column, no L2 reuse. The
+// linear builder's design reuses operands IRON's does not, so the iron style
+// times IRON's structure; the built linear op still names the tensors.
+// aie_gemm.py _get_padded_dims pads M to m x 4 rows, K to k, N to n x columns.
+std::shared_ptr<const kernels::BuiltOp> iron_gemm(const kernels::BuiltOp& linear,
+                                                  const npu::DeviceSpec& spec) {
+  static std::once_flag registered;
+  // gemm_design calls the microbenchmark kernels; their names are disjoint
+  // from the tile kernels' (kernels/src/tile_kernels.cpp).
+  std::call_once(registered, [] { npu::register_microbench_kernels(npu::KernelRegistry::global()); });
+  const int64_t rows = spec.compute_rows;
+  npu::GemmParams g;
+  g.M = round_up(linear.shape.dim("M"), kIronTile * rows);
+  g.K = round_up(linear.shape.dim("K"), kIronTile);
+  g.N = round_up(linear.shape.dim("N"), kIronTile * kIronColumns);
+  g.m = g.k = g.n = kIronTile;
+  g.columns = std::min<int>(kIronColumns, spec.columns);
+  auto op = std::make_shared<kernels::BuiltOp>(linear);
+  op->design = npu::gemm_design(g, spec);
+  npu::validate(op->design, spec);
+  return op;
 }
 
 class Lowering {
@@ -72,14 +105,17 @@ class Lowering {
     kernels::OpShape shape = n.shape;
     kernels::TileOptions tiles =
         style_ == PublishedStyle::mlir_air ? air_tiles(shape, decode) : iron_tiles(shape);
+    StyleLaunch l{name, nullptr};
     try {
-      return {name, cache_.get(shape, tiles).op};
+      l.op = cache_.get(shape, tiles).op;
     } catch (const LimitError& e) {
       if (tiles.empty()) throw;
       note(fmt::format("{}: published tiles do not build here ({}); builder defaults used",
                        shape_text(shape), e.what()));
-      return {name, cache_.get(shape, {}).op};
+      l.op = cache_.get(shape, {}).op;
     }
+    if (style_ == PublishedStyle::iron && is_gemm(shape)) l.op = iron_gemm_for(*l.op);
+    return l;
   }
 
   // A dispatch of the given layer-0 (or model-level) nodes, in graph order.
@@ -104,6 +140,9 @@ class Lowering {
       s.sync_bytes = 2 * (bo.weights + bo.tables + bo.inputs + bo.intermediates + bo.outputs);
       s.copy_bytes = bo.tables + bo.inputs + bo.outputs;  // IRON passes the angle slice per call
       s.host_calls = 1;
+      // utils.py: torch_to_numpy = .float() (read 2 B, write 4 B per element)
+      // then .astype(bfloat16) (read 4, write 2); numpy_to_torch the mirror.
+      s.convert_bytes = kIronConvertBytesPerBf16Byte * s.copy_bytes;
     } else {
       // mlir-air writes the activation inputs (copy + to-device sync); weights
       // and RoPE tables are pre-loaded, intermediates skipped, outputs read
@@ -151,10 +190,17 @@ class Lowering {
     return b;
   }
 
+  std::shared_ptr<const kernels::BuiltOp> iron_gemm_for(const kernels::BuiltOp& linear) {
+    auto& slot = iron_gemms_[shape_text(linear.shape)];
+    if (!slot) slot = iron_gemm(linear, cache_.spec());
+    return slot;
+  }
+
   const model::ModelConfig& c_;
   PublishedStyle style_;
   DesignCache& cache_;
   StylePlan& out_;
+  std::map<std::string, std::shared_ptr<const kernels::BuiltOp>> iron_gemms_;
 };
 
 StyleStep host_step(std::string name, int64_t repeat, int64_t bytes, double flops) {

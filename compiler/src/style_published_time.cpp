@@ -38,7 +38,10 @@ StepTime time_step(const StyleStep& step, TimingMemo& memo) {
                      spec.reconfigure_seconds * static_cast<double>(step.launches.size() - 1);
   part["host"] = static_cast<double>(step.sync_bytes) / spec.host_sync_bytes_per_second +
                  static_cast<double>(step.copy_bytes) / spec.host_copy_bytes_per_second +
-                 static_cast<double>(step.host_calls) * spec.host_call_overhead_seconds;
+                 static_cast<double>(step.host_calls) * spec.host_call_overhead_seconds +
+                 // Conversions stream contiguous arrays like the BO copies (not
+                 // the strided numpy copies host_bytes_per_second describes).
+                 static_cast<double>(step.convert_bytes) / spec.host_copy_bytes_per_second;
   for (const StyleLaunch& l : step.launches) {
     // The built op is a dispatch of its own: keep its launches, not its overhead.
     const npu::DispatchTiming& d = memo.get(l.op->design);

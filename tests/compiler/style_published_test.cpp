@@ -4,6 +4,7 @@
 
 #include "tessera/compiler/style_published.h"
 #include "tessera/model/config.h"
+#include "tessera/npu/designs.h"
 #include "tessera/npu/timing.h"
 
 namespace tessera::compiler {
@@ -71,6 +72,8 @@ TEST(StylePublished, IronSyncsEveryBufferObjectBothWays) {
   EXPECT_EQ(q.sync_bytes, 2 * (w + x + y));
   EXPECT_EQ(q.copy_bytes, x + y);
   EXPECT_EQ(q.host_calls, 1);
+  // torch_to_numpy / numpy_to_torch: bf16 -> fp32 -> bf16, 12 bytes per element.
+  EXPECT_EQ(q.convert_bytes, 6 * (x + y));
   // SwiGLU's runlist: gate, up and act outputs stay in BOs (synced, not copied).
   const StyleStep& f = p.step("swiglu", false);
   EXPECT_EQ(f.copy_bytes, 2 * x);
@@ -95,6 +98,41 @@ TEST(StylePublished, IronPaysBufferSyncPerDispatch) {
   EXPECT_GT(slow_copy, slow_sync);
   spec.host_call_overhead_seconds *= 4;
   EXPECT_GT(StylePlan::seconds(p.prefill, spec), slow_copy);
+  // One dispatch: NPU time without its own overhead + dispatch overhead +
+  // syncs + copies and conversions (contiguous streams) + the Python call.
+  const npu::DispatchTiming t = npu::estimate_time(q.launches[0].op->design, spec);
+  const double want = t.total_seconds - t.overhead_seconds + spec.dispatch_overhead_seconds +
+                      q.sync_bytes / spec.host_sync_bytes_per_second +
+                      (q.copy_bytes + q.convert_bytes) / spec.host_copy_bytes_per_second +
+                      spec.host_call_overhead_seconds;
+  EXPECT_NEAR(time_step(q, spec).seconds, want, 1e-12);
+  // mlir-air hands numpy arrays straight to its BOs: nothing converted.
+  DesignCache air_cache(spec);
+  for (const StyleStep& st : plan_published(tiny(), PublishedStyle::mlir_air, 64, 64, air_cache).prefill)
+    EXPECT_EQ(st.convert_bytes, 0) << st.name;
+}
+
+// IRON's GEMMs are IRON's whole-array design at 64 x 64 x 64 on 8 columns x
+// 4 rows (npu::gemm_design), padded as aie_gemm.py pads them (M to 256, N to
+// 512), not the linear builder's design; its GEMVs stay with the builder.
+TEST(StylePublished, IronGemmsUseIronsWholeArrayDesign) {
+  const npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2");
+  DesignCache cache(spec);
+  const StylePlan p = plan_published(tiny(), PublishedStyle::iron, 64, 64, cache);
+  auto round_up = [](int64_t v, int64_t m) { return (v + m - 1) / m * m; };
+  const int64_t M = 256, K = round_up(tiny().hidden_size, 64), N = round_up(tiny().q_dim(), 512);
+  npu::GemmParams g{M, K, N, 64, 64, 64, 8, 0};
+  const npu::Design want = npu::gemm_design(g, spec);
+  const StyleStep& q = p.step("q", false);
+  ASSERT_EQ(q.launches.size(), 1u);
+  const npu::Design& got = q.launches[0].op->design;
+  EXPECT_EQ(got.name, want.name);
+  EXPECT_EQ(got.launches.size(), want.launches.size());
+  const npu::DispatchTiming t = npu::estimate_time(got, spec);
+  EXPECT_DOUBLE_EQ(t.total_seconds, npu::estimate_time(want, spec).total_seconds);
+  // The built linear op still names the tensors (host side from the graph).
+  EXPECT_EQ(q.launches[0].op->shape.dim("M"), 64);
+  EXPECT_EQ(p.step("q", true).launches[0].op->design.name.rfind("gemm_", 0), std::string::npos);
 }
 
 TEST(StylePublished, BoundsAreRatiosOfPeaks) {

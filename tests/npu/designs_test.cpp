@@ -147,6 +147,25 @@ TEST(Designs, GemmSplitsRowBlocksOverLaunchesWhenShimBdsRunOut) {
   EXPECT_LE(gemm_excess(host, 128, 32, 32), 0.0);
 }
 
+// When one C tile row alone needs more shim BDs than the shim has (B not one
+// BD: K beyond the BD size limit, one B task per C tile column), the C tile
+// columns are split over launches too; IRON's Llama GEMMs (2048x2048x8192)
+// need this. Before, the builder threw.
+TEST(Designs, GemmSplitsColumnBlocksWhenOneRowNeedsTooManyBds) {
+  DeviceSpec spec = DeviceSpec::preset("xdna2-sourced");
+  spec.bd_max_size = 16;             // K = 32 > 16: one B task per C tile column
+  spec.shim.buffer_descriptors = 5;  // A + C + 4 B tasks = 6 per row: two columns per launch
+  Design d = gemm_design({64, 32, 64, 16, 16, 16, 1, 1}, spec);
+  ASSERT_EQ(d.launches.size(), 8u);  // 4 C tile rows x 2 column halves
+  validate(d, spec, registry());
+  HostMemory host;
+  host["A"] = random_bf16(64 * 32, 5);
+  host["B"] = random_bf16(32 * 64, 6);
+  SimStats st = Simulator(spec, registry()).run(d, host);
+  EXPECT_LE(gemm_excess(host, 64, 32, 64), 0.0);
+  EXPECT_EQ(st.macs(), 64 * 32 * 64);
+}
+
 TEST(Designs, GemvMatchesReference) {
   DeviceSpec spec = DeviceSpec::preset("xdna2-sourced");
   for (auto [M, K, cols, r, q] : {std::tuple{256, 512, 2, 1, 32}, std::tuple{192, 1000, 3, 2, 16},

@@ -25,6 +25,7 @@ struct Plan {
   int64_t tm_total = 0, tn = 0, kt = 0;
   bool b_one_task = true;  // B's per-tm pattern fits one 3-d BD
   int64_t tm_per_launch = 0;
+  int64_t tn_per_launch = 0;  // < tn when one C tile row needs more shim BDs than exist
 };
 
 Plan plan(const GemmParams& p, const DeviceSpec& spec) {
@@ -50,14 +51,23 @@ Plan plan(const GemmParams& p, const DeviceSpec& spec) {
   pl.tn = p.N / (p.n * pl.C);
   pl.kt = p.K / p.k;
   pl.b_one_task = p.K <= spec.bd_max_size;
-  // Shim BDs per tm on the busiest shim: A (1) + C (1) + B (1 for all tm, or tn per tm).
-  int64_t per_tm = 2 + (pl.b_one_task ? 0 : pl.tn);
+  // Shim BDs per tm on the busiest shim: A (1) + C (1) + B (1 for all tm, or
+  // one per C tile column). When a whole C tile row needs more than the shim
+  // has, the C tile columns are split over launches too (IRON recycles BDs
+  // with waits instead; the IR has none, and A is re-streamed per C tile
+  // column either way, so the traffic is the same).
   int64_t fixed = pl.b_one_task ? 1 : 0;
-  int64_t budget = (spec.shim.buffer_descriptors - fixed) / per_tm;
+  pl.tn_per_launch = pl.tn;
+  auto per_tm = [&] { return 2 + (pl.b_one_task ? 0 : pl.tn_per_launch); };
+  while (pl.tn_per_launch > 1 && spec.shim.buffer_descriptors - fixed < per_tm()) {
+    --pl.tn_per_launch;
+    while (pl.tn % pl.tn_per_launch) --pl.tn_per_launch;
+  }
+  int64_t budget = (spec.shim.buffer_descriptors - fixed) / per_tm();
   budget = std::min(budget, spec.bd_max_repeat);
   if (budget < 1)
-    throw_error<DesignError>("gemm {}x{}x{}: one C tile row needs {} shim BDs, {} has {}", p.M,
-                             p.K, p.N, per_tm + fixed, spec.name, spec.shim.buffer_descriptors);
+    throw_error<DesignError>("gemm {}x{}x{}: one C tile needs {} shim BDs, {} has {}", p.M,
+                             p.K, p.N, per_tm() + fixed, spec.name, spec.shim.buffer_descriptors);
   int64_t launches = (pl.tm_total + budget - 1) / budget;
   while (pl.tm_total % launches) ++launches;  // equal launches
   pl.tm_per_launch = pl.tm_total / launches;
@@ -103,7 +113,7 @@ void add_dataflow(Launch& l, const Plan& pl, const DeviceSpec& spec) {
   }
 }
 
-void add_cores(Launch& l, const Plan& pl, const DeviceSpec& spec, int64_t tms) {
+void add_cores(Launch& l, const Plan& pl, const DeviceSpec& spec, int64_t tiles) {
   const GemmParams& p = pl.p;
   using P = CoreOp::Port;
   for (int c = 0; c < pl.C; ++c)
@@ -121,33 +131,35 @@ void add_cores(Launch& l, const Plan& pl, const DeviceSpec& spec, int64_t tms) {
                                   op_release(cr, P::produce)};
       l.cores.push_back({t,
                          {op_call("zero_f32", {acc}, {{"elems", p.m * p.n}}),
-                          op_loop(tms * pl.tn, std::move(tile))}});
+                          op_loop(tiles, std::move(tile))}});
     }
 }
 
-void add_sequence(Launch& l, const Plan& pl, int64_t tm0, int64_t tms) {
+// C tile rows [tm0, tm0 + tms) x C tile columns [tn0, tn0 + tns).
+void add_sequence(Launch& l, const Plan& pl, int64_t tm0, int64_t tms, int64_t tn0, int64_t tns) {
   const GemmParams& p = pl.p;
   const int64_t C = pl.C, R = pl.R;
   if (pl.b_one_task)
     for (int c = 0; c < pl.C; ++c)
       l.sequence.push_back({fmt::format("B{}", c), "B",
-                            {c * p.n, {{pl.tn, C * p.n}, {p.K, p.N}, {p.n, 1}}, tms}, true});
+                            {(tn0 * C + c) * p.n, {{tns, C * p.n}, {p.K, p.N}, {p.n, 1}}, tms},
+                            true});
   for (int64_t tm = tm0; tm < tm0 + tms; ++tm) {
     for (int j = 0; j < pl.nA; ++j) {
       int64_t row0 = tm * R * p.m + int64_t{j} * pl.g * p.m;
       l.sequence.push_back({fmt::format("A{}", j), "A",
-                            {row0 * p.K, {{pl.kt, p.k}, {pl.g * p.m, p.K}, {p.k, 1}}, pl.tn},
+                            {row0 * p.K, {{pl.kt, p.k}, {pl.g * p.m, p.K}, {p.k, 1}}, tns},
                             true});
     }
     for (int c = 0; c < pl.C && !pl.b_one_task; ++c)
-      for (int64_t tn = 0; tn < pl.tn; ++tn)
+      for (int64_t tn = tn0; tn < tn0 + tns; ++tn)
         l.sequence.push_back({fmt::format("B{}", c), "B",
                               {(tn * C + c) * p.n, {{pl.kt, p.k * p.N}, {p.k, p.N}, {p.n, 1}}, 1},
                               true});
     for (int c = 0; c < pl.C; ++c)
       l.sequence.push_back({fmt::format("C{}", c), "C",
-                            {tm * R * p.m * p.N + c * p.n,
-                             {{pl.tn, C * p.n}, {R * p.m, p.N}, {p.n, 1}}, 1},
+                            {tm * R * p.m * p.N + (tn0 * C + c) * p.n,
+                             {{tns, C * p.n}, {R * p.m, p.N}, {p.n, 1}}, 1},
                             false});
   }
 }
@@ -159,14 +171,17 @@ Design gemm_design(const GemmParams& p, const DeviceSpec& spec) {
   Design d;
   d.name = fmt::format("gemm_{}x{}x{}_{}c{}r", p.M, p.K, p.N, pl.C, pl.R);
   d.host_buffers = {{"A", p.M * p.K * 2, 2}, {"B", p.K * p.N * 2, 2}, {"C", p.M * p.N * 2, 2}};
-  for (int64_t tm0 = 0; tm0 < pl.tm_total; tm0 += pl.tm_per_launch) {
-    Launch l;
-    l.name = fmt::format("gemm_rows{}", tm0 * pl.R * p.m);
-    add_dataflow(l, pl, spec);
-    add_cores(l, pl, spec, pl.tm_per_launch);
-    add_sequence(l, pl, tm0, pl.tm_per_launch);
-    d.launches.push_back(std::move(l));
-  }
+  const bool split_n = pl.tn_per_launch < pl.tn;
+  for (int64_t tm0 = 0; tm0 < pl.tm_total; tm0 += pl.tm_per_launch)
+    for (int64_t tn0 = 0; tn0 < pl.tn; tn0 += pl.tn_per_launch) {
+      Launch l;
+      l.name = fmt::format("gemm_rows{}", tm0 * pl.R * p.m);
+      if (split_n) l.name += fmt::format("_cols{}", tn0 * pl.C * p.n);
+      add_dataflow(l, pl, spec);
+      add_cores(l, pl, spec, pl.tm_per_launch * pl.tn_per_launch);
+      add_sequence(l, pl, tm0, pl.tm_per_launch, tn0, pl.tn_per_launch);
+      d.launches.push_back(std::move(l));
+    }
   return d;
 }
 

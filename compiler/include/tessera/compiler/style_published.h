@@ -14,7 +14,12 @@
 //             operator call, the activation inputs copied into their BOs and
 //             the outputs copied out, and run_runlist's syncs of *every* BO of
 //             the runlist (weights, activations, runlist intermediates) to the
-//             device before and from the device after the run.
+//             device before and from the device after the run; and its
+//             torch <-> numpy conversions (utils.py torch_to_numpy /
+//             numpy_to_torch: bf16 -> fp32 -> bf16, two passes over every
+//             activation input and output) at host_copy_bytes_per_second. Its
+//             GEMMs are timed with IRON's own whole-array design
+//             (npu::gemm_design), padded as aie_gemm.py pads them.
 //   mlir-air  the paper's system (June 2026 structure): the prompt padded to
 //             2048 rows; per layer an attention-input dispatch (RMSNorm, Q/K/V
 //             GEMMs, biases / QK-norm when the model has them, RoPE), the
@@ -78,6 +83,7 @@ struct StyleStep {
   int64_t sync_bytes = 0;   // bytes covered by buffer-object syncs (each direction counted)
   int64_t copy_bytes = 0;   // bytes the host copies into / out of mapped BOs
   int64_t host_calls = 0;   // host-language operator calls wrapped around the dispatch
+  int64_t convert_bytes = 0;  // host bytes touched converting activations between frameworks
   int64_t host_bytes = 0;             // host: bytes read + written
   double host_flops = 0;              // host: fp32 operations
 };
