@@ -114,8 +114,10 @@ class Session {
   // Runs `tokens` (the first `real` of them real, the rest bucket padding) at
   // position_; copies the real rows' K/V into the cache and advances by `real`.
   std::vector<float> forward(std::span<const int32_t> tokens, int64_t real);
-  Values forward_inputs(std::span<const int32_t> tokens) const;
+  Values forward_inputs(std::span<const int32_t> tokens);  // lends the KV cache vectors
+  void give_back_caches(Values& inputs);  // takes them back, sized to position_ rows
   compiler::Plan lower_plan(int64_t seq, int64_t past);
+  compiler::Plan decode_plan(int64_t past);  // one token at `past`: retargeted within a bucket
   void check_tokens(std::span<const int32_t> tokens) const;
   void check_room(int64_t n, const char* what) const;  // ContextFullError
 
@@ -134,6 +136,10 @@ class Session {
   CallTiming last_timing_;
   Values last_values_;
   std::unique_ptr<compiler::Plan> last_plan_;
+  // The decode plan fully lowered at the first position of the current
+  // bucket of cache lengths (decode_plan), and that bucket.
+  std::unique_ptr<compiler::Plan> decode_base_;
+  int decode_bucket_ = -1;
 };
 
 // Thrown when a prompt or a decode step would not fit in the KV cache.
