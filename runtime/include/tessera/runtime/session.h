@@ -12,7 +12,9 @@
 // decode step overwrites before any attention reads them, and the logits are
 // taken at the last real row. Decode compiles attention / kv_append per
 // context length (only those two designs change between positions; every
-// other design comes from the DesignCache).
+// other design comes from the DesignCache): the decode plan's passes run once
+// per power-of-two bucket of cache lengths, and each position retargets that
+// plan (compiler/retarget.h), keeping the bucket's pass decisions.
 //
 // Timing: every call reports predicted NPU time (timing model + host model,
 // what the device would take) and host wall time (this machine simulating
