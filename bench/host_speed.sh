@@ -26,10 +26,10 @@ echo "host memory read bandwidth: $(printf %.1f "$gbs") GB/s (bench/membw_bench,
 printf '%-14s %6s %9s %11s %11s %11s %11s %9s\n' model layers "bf16 MB" "sim dec/s" "sim pre/s" \
   "oracle dec/s" "s/tok sim" "x 1 read"
 
-row() {  # row NAME LAYERS SOURCE-ARGS... : deploy through phase 2, run, generate
+row() {  # row NAME LAYERS SOURCE-ARGS... : deploy through phase 5 (run needs the final plan), run, generate
   local name="$1" layers="$2"; shift 2
   local dir="$out/$name-$layers"
-  local args=(deploy --out "$dir" --until 2 "$@")
+  local args=(deploy --out "$dir" --until 5 "$@")
   [ "$layers" != "0" ] && args+=(--layers "$layers")
   "$bin" "${args[@]}" > "$dir.deploy.out" 2> "$dir.deploy.err" ||
     { echo "$name: deploy failed: $(tail -2 "$dir.deploy.err")"; return; }

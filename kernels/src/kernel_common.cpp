@@ -22,9 +22,12 @@ int64_t param_int_or(const npu::KernelParams& p, const std::string& key, int64_t
   throw_error<KernelArgError>("kernel {}: param '{}' must be an integer", kernel, key);
 }
 
+// One lookup: kernels read their params on every call, thousands per token.
 int64_t param_int(const npu::KernelParams& p, const std::string& key, const char* kernel) {
-  if (!find(p, key)) throw_error<KernelArgError>("kernel {}: missing param '{}'", kernel, key);
-  return param_int_or(p, key, 0, kernel);
+  const npu::ParamValue* v = find(p, key);
+  if (!v) throw_error<KernelArgError>("kernel {}: missing param '{}'", kernel, key);
+  if (const auto* i = std::get_if<int64_t>(v)) return *i;
+  throw_error<KernelArgError>("kernel {}: param '{}' must be an integer", kernel, key);
 }
 
 int64_t param_in(const npu::KernelParams& p, const std::string& key, int64_t lo, int64_t hi,

@@ -16,9 +16,15 @@ enum class ScratchSlot { gemm_a, gemm_b, gemm_acc, attn_k, attn_v, attn_s, row, 
 
 float* scratch_f32(ScratchSlot slot, int64_t count);
 
-inline void bf16_to_f32_n(const bf16* in, float* out, int64_t n) {
-  bf16_to_f32(std::span<const bf16>(in, static_cast<size_t>(n)),
-              std::span<float>(out, static_cast<size_t>(n)));
+// Inline, with a fixed-width inner loop: GCC's -O2 cost model vectorizes that
+// (in each TESSERA_VECTOR_CLONES caller's own ISA), not an open-ended loop; the
+// out-of-line core conversion ran scalar, as long as the GEMV it fed.
+inline void bf16_to_f32_n(const bf16* __restrict in, float* __restrict out, int64_t n) {
+  constexpr int64_t kBlock = 16;
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock)
+    for (int64_t l = 0; l < kBlock; ++l) out[i + l] = bf16_to_f32(in[i + l]);
+  for (; i < n; ++i) out[i] = bf16_to_f32(in[i]);
 }
 
 }  // namespace tessera::kernels

@@ -50,7 +50,8 @@ void grow_memory(const LaunchLayout& layout, std::map<TileCoord, std::vector<std
 // of earlier runs: a reader acquires an object only after it landed, so it
 // cannot see them. Poisoning those (weights, activations in L1 and L2) was a
 // quarter of a decode token's host time.
-std::vector<sim::MemRange> must_poison(const sim::LaunchState& st) {
+// Per pool: is its one writer a DMA landing every byte of each object?
+std::vector<bool> written_whole_by_one_dma(const sim::LaunchState& st) {
   std::vector<int> covering(st.pools.size(), 0);  // whole-object DMA writers; -1: any other writer
   for (const auto& c : st.conns)
     for (const auto& e : c.sinks) {
@@ -64,10 +65,18 @@ std::vector<sim::MemRange> must_poison(const sim::LaunchState& st) {
   for (const auto& core : st.cores)
     for (const auto& port : core.ports)
       if (port.produce) covering[static_cast<size_t>(port.pool)] = -1;
+  std::vector<bool> out(st.pools.size());
+  for (size_t i = 0; i < st.pools.size(); ++i)
+    out[i] = covering[i] == 1 && st.pools[i].written.size() == 1;
+  return out;
+}
+
+std::vector<sim::MemRange> must_poison(const sim::LaunchState& st) {
+  const std::vector<bool> whole = written_whole_by_one_dma(st);
   std::vector<sim::MemRange> out;
   for (size_t i = 0; i < st.pools.size(); ++i) {
     const sim::Pool& p = st.pools[i];
-    if (covering[i] == 1 && p.written.size() == 1) continue;
+    if (whole[i]) continue;
     out.push_back({p.tile, p.address, p.address + p.depth * p.slot_bytes});
   }
   for (const auto& b : st.launch->buffers) {
@@ -75,6 +84,20 @@ std::vector<sim::MemRange> must_poison(const sim::LaunchState& st) {
     out.push_back({b.tile, at, at + b.bytes});
   }
   return out;
+}
+
+// Mem-tile pools (no core reads their bytes, only DMAs) written whole by one
+// DMA may alias the host bytes that DMA reads in place (sim::Pool::may_alias).
+void mark_aliasing(sim::LaunchState& st) {
+  const std::vector<bool> whole = written_whole_by_one_dma(st);
+  std::vector<bool> core_port(st.pools.size(), false);
+  for (const auto& core : st.cores)
+    for (const auto& port : core.ports) core_port[static_cast<size_t>(port.pool)] = true;
+  for (size_t i = 0; i < st.pools.size(); ++i) {
+    sim::Pool& p = st.pools[i];
+    p.may_alias = whole[i] && !core_port[i] && p.kind == TileKind::mem;
+    if (p.may_alias) p.alias.assign(static_cast<size_t>(p.depth), nullptr);
+  }
 }
 
 void poison(const std::vector<sim::MemRange>& ranges, std::map<TileCoord, std::vector<std::byte>>& mem) {
@@ -99,6 +122,7 @@ void reset_state(sim::LaunchState& st, const sim::LaunchState& ready) {
   for (size_t i = 0; i < st.pools.size(); ++i) {
     st.pools[i].written = ready.pools[i].written;
     st.pools[i].read = ready.pools[i].read;
+    std::fill(st.pools[i].alias.begin(), st.pools[i].alias.end(), nullptr);  // no pointer into old host memory
   }
   for (size_t i = 0; i < st.conns.size(); ++i) {
     sim::Connection& c = st.conns[i];
@@ -254,6 +278,7 @@ std::shared_ptr<const PreparedDesign> Simulator::prepare(const Design& design) c
     sim::build_connections(*st);
     sim::compile_cores(*st, *registry_);
     st->poison = must_poison(*st);
+    mark_aliasing(*st);
     st->spec = nullptr;  // bound per run: this simulator may be copied or moved
     p->launches_.push_back(std::move(st));
   }

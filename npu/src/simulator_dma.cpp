@@ -222,7 +222,7 @@ bool run_connection(LaunchState& st, Connection& c) {
       if (c.source_q.channel >= 0) st.stats.channels[c.source_q.channel].bytes += c.chunk;
     } else {
       Pool& p = st.pools[c.source.pool];
-      std::byte* obj = p.slot(source_index()) + c.source.offset;
+      const std::byte* obj = p.read_slot(source_index()) + c.source.offset;
       if (c.source.pattern == AccessPattern{}) {
         data = obj;  // contiguous: sinks copy straight from the slot
       } else {
@@ -232,13 +232,20 @@ bool run_connection(LaunchState& st, Connection& c) {
       }
       count_pool_bytes(st, c.source, c.chunk);
     }
+    // Host bytes read in place stay put for the whole launch (no from_device
+    // task writes their buffer): an aliasing pool may point at them.
+    const bool stable = c.shim_source && c.source_q.direct != nullptr;
     for (const auto& e : c.sinks) {
       Pool& p = st.pools[e.pool];
-      std::byte* obj = p.slot(p.written[e.cursor]) + e.offset;
-      if (e.pattern == AccessPattern{})
-        std::memcpy(obj, data, c.chunk);
-      else
-        scatter(obj, e.pattern, e.elem_bytes, e.object_bytes, data);
+      const int64_t n = p.written[e.cursor];
+      std::byte* obj = p.slot(n) + e.offset;
+      if (p.may_alias) p.alias[static_cast<size_t>(n % p.depth)] = stable ? data : nullptr;
+      if (!(p.may_alias && stable)) {  // else the slot reads as the host bytes
+        if (e.pattern == AccessPattern{})
+          std::memcpy(obj, data, c.chunk);
+        else
+          scatter(obj, e.pattern, e.elem_bytes, e.object_bytes, data);
+      }
       count_pool_bytes(st, e, c.chunk);
       ++p.written[e.cursor];
     }

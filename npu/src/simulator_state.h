@@ -31,11 +31,23 @@ struct Pool {
   int depth = 1;
   int64_t slot_bytes = 0;
   std::vector<int64_t> written, read;
+  // A mem-tile pool whose only writer lands whole objects straight from a
+  // host buffer read in place, and whose bytes only DMAs read: a slot may
+  // alias those host bytes instead of holding a copy (alias[slot], null when
+  // the slot holds its own bytes). Readers see the same bytes either way; it
+  // spares one of the two copies every weight byte took per token.
+  bool may_alias = false;
+  std::vector<const std::byte*> alias;  // by slot, reset per run
 
   int64_t min_written() const;
   int64_t max_written() const;
   int64_t min_read() const;
   std::byte* slot(int64_t n) const { return base + (n % depth) * slot_bytes; }
+  // Object n's bytes as a DMA reads them.
+  const std::byte* read_slot(int64_t n) const {
+    const std::byte* a = may_alias ? alias[static_cast<size_t>(n % depth)] : nullptr;
+    return a ? a : slot(n);
+  }
 };
 
 // A DMA end on a pool: writer or reader `cursor`, over the FIFO's objects that

@@ -22,8 +22,7 @@ int blas_int(int64_t v) {
 void linear(const float* x, int64_t rows, int64_t in, const float* w, int64_t out,
             const float* bias, float* y) {
   if (rows == 1) {  // decode: a matrix-vector product, which sgemm may not pick itself
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, blas_int(out), blas_int(in), 1.0f, w, blas_int(in),
-                x, 1, 0.0f, y, 1);
+    gemv(x, in, w, out, y);
   } else {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows), blas_int(out),
                 blas_int(in), 1.0f, x, blas_int(in), w, blas_int(in), 0.0f, y, blas_int(out));

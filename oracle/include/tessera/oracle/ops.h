@@ -13,6 +13,12 @@ namespace tessera::oracle {
 void linear(const float* x, int64_t rows, int64_t in, const float* w, int64_t out,
             const float* bias, float* y);
 
+// y[out] = W[out, in] x[in] (linear() of one row): blocks of rows, each one
+// sgemv that OpenBLAS runs as a single range, cut where a 2-thread OpenBLAS
+// cuts the whole call; every bit of y is the same on any BLAS or tessera
+// thread count.
+void gemv(const float* x, int64_t in, const float* w, int64_t out, float* y);
+
 // linear() with W a 2-D F32, BF16 or F16 tensor (out, in), never converted
 // whole when rows == 1: blocks of rows are widened to f32 into a small buffer
 // and each goes through the same sgemv, so the arithmetic, and every bit of y,

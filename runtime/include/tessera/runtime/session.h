@@ -12,7 +12,9 @@
 // decode step overwrites before any attention reads them, and the logits are
 // taken at the last real row. Decode compiles attention / kv_append per
 // context length (only those two designs change between positions; every
-// other design comes from the DesignCache).
+// other design comes from the DesignCache): the decode plan's passes run once
+// per power-of-two bucket of cache lengths, and each position retargets that
+// plan (compiler/retarget.h), keeping the bucket's pass decisions.
 //
 // Timing: every call reports predicted NPU time (timing model + host model,
 // what the device would take) and host wall time (this machine simulating
@@ -114,8 +116,10 @@ class Session {
   // Runs `tokens` (the first `real` of them real, the rest bucket padding) at
   // position_; copies the real rows' K/V into the cache and advances by `real`.
   std::vector<float> forward(std::span<const int32_t> tokens, int64_t real);
-  Values forward_inputs(std::span<const int32_t> tokens) const;
+  Values forward_inputs(std::span<const int32_t> tokens);  // lends the KV cache vectors
+  void give_back_caches(Values& inputs);  // takes them back, sized to position_ rows
   compiler::Plan lower_plan(int64_t seq, int64_t past);
+  compiler::Plan decode_plan(int64_t past);  // one token at `past`: retargeted within a bucket
   void check_tokens(std::span<const int32_t> tokens) const;
   void check_room(int64_t n, const char* what) const;  // ContextFullError
 
@@ -134,6 +138,10 @@ class Session {
   CallTiming last_timing_;
   Values last_values_;
   std::unique_ptr<compiler::Plan> last_plan_;
+  // The decode plan fully lowered at the first position of the current
+  // bucket of cache lengths (decode_plan), and that bucket.
+  std::unique_ptr<compiler::Plan> decode_base_;
+  int decode_bucket_ = -1;
 };
 
 // Thrown when a prompt or a decode step would not fit in the KV cache.

@@ -1,0 +1,80 @@
+// retarget() (retarget.h): a lowered plan moved to another past length P. Only
+// the launches whose op shape depends on P (attention over T = P + S cached
+// positions, kv_append at pos = P) are rebuilt; every pass decision (what
+// runs on the host, which layouts, what is fused, the arena) is the base
+// plan's. A decode session lowers once per position bucket and retargets per
+// token, instead of running the whole pass pipeline (its greedy trials cost
+// as much host time as simulating the token).
+#include <fmt/format.h>
+
+#include "passes_internal.h"
+#include "tessera/compiler/passes.h"
+#include "tessera/compiler/retarget.h"
+#include "tessera/core/error.h"
+
+namespace tessera::compiler {
+
+namespace {
+
+bool same_shape(const kernels::OpShape& a, const kernels::OpShape& b) {
+  return a.op == b.op && a.dims == b.dims && a.attrs == b.attrs;
+}
+
+// The graph at the new P must be the base graph with other dims: same nodes,
+// same names, same inputs, in the same order.
+void check_same_structure(const Graph& base, const Graph& next) {
+  TESSERA_CHECK(base.nodes.size() == next.nodes.size(), "retarget {}: {} nodes at P={}, {} at P={}",
+                base.model, base.nodes.size(), base.past, next.nodes.size(), next.past);
+  for (size_t i = 0; i < base.nodes.size(); ++i) {
+    const Node& a = base.nodes[i];
+    const Node& b = next.nodes[i];
+    TESSERA_CHECK(a.output == b.output && a.inputs == b.inputs && a.shape.op == b.shape.op,
+                  "retarget {}: node {} is {} at P={} but {} at P={}", base.model, i,
+                  a.output.str(), base.past, b.output.str(), next.past);
+  }
+}
+
+}  // namespace
+
+Plan retarget(const Plan& base, const model::ModelConfig& config, int64_t past, DesignCache& cache) {
+  if (past < 0 || base.seq + past > base.context)
+    throw_error<UsageError>("retarget {}: S={} + P={} positions exceed the plan context {}",
+                            base.model, base.seq, past, base.context);
+  TESSERA_CHECK(base.spec == cache.spec().name, "retarget {}: plan for spec {}, cache for {}",
+                base.model, base.spec, cache.spec().name);
+  Plan p = base;
+  p.past = past;
+  p.graph = build_graph(config, base.seq, past);
+  check_same_structure(base.graph, p.graph);
+  bool resized = false;
+  for (Step& s : p.steps)
+    for (Launch& l : s.launches) {
+      const Node& n = p.graph.nodes.at(l.node);
+      if (same_shape(l.shape, n.shape)) continue;
+      if (s.kind == StepKind::host) {
+        l = detail::place_launch(p, l.node, true, cache.spec());
+      } else {
+        l.shape = n.shape;  // tiles (cache_rows included) stay the base plan's
+        detail::build_launch(p, l, cache);
+      }
+      for (const BufferDecl& b : p.buffers)
+        resized = resized || (b.kind == BufferKind::activation && b.name == l.name && b.bytes != l.out_bytes);
+    }
+  // Arena offsets follow the activations' sizes: redo the buffer passes the
+  // base ran when a rebuilt launch's output changed size.
+  if (resized) {
+    std::vector<std::string> tail;
+    while (!p.passes.empty() && (p.passes.back() == "buffers" || p.passes.back() == "reuse-buffers")) {
+      tail.insert(tail.begin(), p.passes.back());
+      p.passes.pop_back();
+    }
+    p.buffers.clear();
+    run_passes(p, tail, cache);
+  }
+  update_costs(p, cache.spec());
+  if (const std::string bad = verify_plan(p); !bad.empty())
+    throw_error<InternalError>("retarget {} from P={} to P={}: {}", p.model, base.past, past, bad);
+  return p;
+}
+
+}  // namespace tessera::compiler
