@@ -5,7 +5,9 @@
 // layout instead (kernels/activation_layout.h); the shim DMA then cuts the
 // blocks, which costs DDR bursts where its runs are short. Whether that pays
 // is the timing model's call, so the pass is greedy on the plan's predicted
-// time: an edge is aligned only when the whole plan gets faster.
+// time once fused: an edge is aligned only when the whole plan, fused as the
+// fuse pass would, gets faster (an aligned edge that lets two dispatches
+// merge saves their dispatch overhead, which the unfused plan cannot show).
 #include <algorithm>
 #include <map>
 #include <set>
@@ -94,13 +96,30 @@ bool rebuild(const Plan& p, const std::vector<std::pair<Launch*, const char*>>& 
   return false;
 }
 
+// The launches one attempt rebuilds, and with which key: `variant` 0 the
+// producer and its readers whole row-major, 1 the producer's output alone
+// and its readers whole row-major, 2 the producer's output alone with its
+// readers as they are (they may read the plain layout already: a decode rope
+// or gemv x of one row).
+std::vector<std::pair<Launch*, const char*>> attempt(const Edge& e, const std::vector<Launch*>& readers,
+                                                     int variant) {
+  std::vector<std::pair<Launch*, const char*>> ends;
+  const char* key = variant == 0 ? kRowMajorTile : kRowMajorOutTile;
+  if (!has(*e.producer, kRowMajorTile) && (variant == 0 || !out_rowmajor(*e.producer)))
+    ends.emplace_back(e.producer, key);
+  if (variant < 2)
+    for (Launch* l : readers) ends.emplace_back(l, kRowMajorTile);
+  return ends;
+}
+
 }  // namespace
 
 std::string pass_align_layouts(Plan& p, DesignCache& cache, bool bug) {
   const npu::DeviceSpec& spec = cache.spec();
   update_costs(p, spec);
-  const double t0 = p.predicted_seconds();
-  double best = t0;
+  // Judged once fused: an aligned edge can merge two dispatches, and the
+  // overhead that saves shows only in the fused plan.
+  double best = detail::fused_seconds(p, cache);
   int aligned_edges = 0, refused = 0, slower = 0;
   std::set<std::string> ops;
   std::vector<Launch> saved;
@@ -111,24 +130,21 @@ std::string pass_align_layouts(Plan& p, DesignCache& cache, bool bug) {
       if (!bug && !has(*l, kRowMajorTile) && l != e.producer &&
           std::find(readers.begin(), readers.end(), l) == readers.end())
         readers.push_back(l);
-    // Whole row-major first; then the producer's output alone (a gemm whose
-    // row-major x costs more DMA bursts than its re-layout saves).
     bool kept = false, built = false;
-    for (const char* key : {kRowMajorTile, kRowMajorOutTile}) {
-      std::vector<std::pair<Launch*, const char*>> ends;
-      const bool whole = key == std::string(kRowMajorTile);
-      if (!has(*e.producer, kRowMajorTile) && (whole || !out_rowmajor(*e.producer)))
-        ends.emplace_back(e.producer, key);
-      for (Launch* l : readers) ends.emplace_back(l, kRowMajorTile);
+    for (int variant = 0; variant < 3 && !kept; ++variant) {
+      const auto ends = attempt(e, readers, variant);
       if (ends.empty() || !rebuild(p, ends, cache, saved)) continue;
+      if (variant == 2 && !aligned(e)) {  // readers as they are: only worth it when it aligns
+        for (size_t i = 0; i < ends.size(); ++i) *ends[i].first = saved[i];
+        continue;
+      }
       built = true;
       if (bug) {  // planted: the readers are told the new layout, not rebuilt for it
         for (const auto& [l, k] : e.readers) l->in_layouts.at(k) = e.producer->out_layout;
         return fmt::format("{} (planted: readers not rebuilt)", e.value);
       }
       update_costs(p, spec);
-      const double t = p.predicted_seconds();
-      if (t < best) {
+      if (const double t = detail::fused_seconds(p, cache); t < best) {
         best = t;
         kept = true;
         for (const auto& [l, k] : ends) ops.insert(fmt::format("{}:{}", l->shape.op, k));
@@ -141,8 +157,8 @@ std::string pass_align_layouts(Plan& p, DesignCache& cache, bool bug) {
     slower += built && !kept;
     refused += !built;
   }
-  std::string changed = fmt::format("{} edges row-major ({} kept blocked: slower; {} refused by a "
-                                    "builder)", aligned_edges, slower, refused);
+  std::string changed = fmt::format("{} edges row-major ({} kept blocked: slower once fused; {} "
+                                    "refused by a builder)", aligned_edges, slower, refused);
   if (!ops.empty()) changed += fmt::format(", ops {}", fmt::join(ops, " "));
   return changed;
 }
