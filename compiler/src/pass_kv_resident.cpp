@@ -45,9 +45,23 @@ int64_t attention_span(const Launch& attn, int64_t T, const npu::DeviceSpec& spe
   kernels::OpShape s = attn.shape;
   s.dims["T"] = T;
   kernels::TileOptions tiles = attn.tiles;
-  tiles.erase("cache_rows");
+  // Resident, with room for any span: the resident read may cut the context
+  // into more chunks than the blocked one (attention.h).
+  tiles["cache_rows"] = int64_t{1} << 40;
   const kernels::DecodePlan p = kernels::plan_attention_decode(s, spec, tiles);
   return p.NCH * p.R * p.nb * p.bk;
+}
+
+// Rows the kv_append's padded run reaches when it writes the context's last
+// rows (its tiling pads M): the resident cache must hold them too, or the
+// session's last positions could not keep it.
+int64_t append_span(const kernels::OpShape& append, int64_t context, DesignCache& cache) {
+  kernels::OpShape s = append;
+  s.dims["T"] = context;
+  s.dims["pos"] = context - s.dim("M");
+  for (const npu::HostBuffer& h : cache.get(s, {}).op->design.host_buffers)
+    if (h.name == "cache") return h.bytes / (s.dim("kv_dim") * 2);
+  throw_error<InternalError>("{}: kv_append design without a cache buffer", s.key());
 }
 
 struct Candidate {
@@ -133,7 +147,7 @@ std::string pass_kv_resident(Plan& p, DesignCache& cache, bool bug) {
     for (Candidate& c : cands) {
       Launch& a = c.append->launches.front();
       const int64_t T = a.shape.dim("T");
-      rows = std::max(p.context, T);
+      rows = std::max({p.context, T, append_span(a.shape, p.context, cache)});
       for (Launch* at : c.attention)
         rows = std::max({rows, attention_span(*at, T, spec), attention_span(*at, p.context, spec)});
       c.append->kind = StepKind::npu;

@@ -221,8 +221,9 @@ TEST_P(AttentionBuilderSim, DecodeResidentCacheIsTheBlockedResult) {
 
 INSTANTIATE_TEST_SUITE_P(Devices, AttentionBuilderSim, ::testing::Values("xdna2", "xdna1"));
 
-// A resident cache too short for the rows the tiles stream, or a context that
-// needs more shim tasks than a column has BDs, is refused by name.
+// A resident cache too short for the rows the tiles stream (here also cut
+// into more chunks than a merge column's BDs take), or too short for the
+// context at all, is refused by name.
 TEST(AttentionBuilder, ResidentCacheLimitsAreLimitErrors) {
   const auto spec = npu::DeviceSpec::preset("xdna2");
   EXPECT_THROW(op_builder("attention_decode").build(decode_shape({1, 99, 4, 1, 64}), spec,

@@ -332,7 +332,19 @@ DecodePlan plan_attention_decode(const OpShape& shape, const npu::DeviceSpec& sp
   p.nb = ceil_div(p.NKB, splits);
   p.cache_rows = opt(tiles, "cache_rows", 0);
   p.rounds_per_launch = p.rounds;
-  if (p.cache_rows > 0) check_resident(p, spec, splits);
+  if (p.cache_rows > 0) {
+    // A resident read takes a shim task per block: a head's context is cut
+    // into more chunks (more rounds, each of fewer blocks, merged like the
+    // others) until one round's tasks fit a column's BDs.
+    const int64_t most = (spec.shim.buffer_descriptors - 2) / 2;
+    if (p.nb > most && most >= 1) {
+      const int64_t f = ceil_div(p.nb, most);
+      p.NCH *= f;
+      p.rounds *= f;
+      p.nb = ceil_div(p.NKB, p.NCH * p.R);
+    }
+    check_resident(p, spec, p.NCH * p.R);
+  }
   return p;
 }
 
