@@ -8,9 +8,13 @@
 // time once fused: an edge is aligned only when the whole plan, fused as the
 // fuse pass would, gets faster (an aligned edge that lets two dispatches
 // merge saves their dispatch overhead, which the unfused plan cannot show).
+// Edges that were each slower alone are then tried together, one layer at a
+// time: a decode layer's q, k and v edges pay only once all are aligned and
+// the whole chain fuses.
 #include <algorithm>
 #include <map>
 #include <set>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -112,6 +116,45 @@ std::vector<std::pair<Launch*, const char*>> attempt(const Edge& e, const std::v
   return ends;
 }
 
+// An edge that alone made the plan slower, with the variant that built.
+struct Slower {
+  Edge* edge = nullptr;
+  std::vector<Launch*> readers;
+  int variant = 0;
+};
+
+// The edges of a layer that were each slower alone, aligned together: only
+// the whole chain of a layer aligned lets fuse merge its dispatches (each
+// edge alone buys a re-layout of a few bytes for a few short DDR runs).
+// Returns the edges kept.
+int align_layer_groups(Plan& p, DesignCache& cache, std::vector<Slower>& slow, double& best,
+                       std::set<std::string>& ops) {
+  std::map<int, std::vector<const Slower*>> by_layer;
+  for (const Slower& s : slow) by_layer[p.graph.nodes.at(s.edge->producer->node).layer].push_back(&s);
+  int kept = 0;
+  std::vector<Launch> saved;
+  for (const auto& [layer, group] : by_layer) {
+    if (group.size() < 2) continue;
+    std::vector<std::pair<Launch*, const char*>> ends;
+    for (const Slower* s : group)
+      for (const auto& end : attempt(*s->edge, s->readers, s->variant))
+        if (std::find(ends.begin(), ends.end(), end) == ends.end()) ends.push_back(end);
+    if (!rebuild(p, ends, cache, saved)) continue;
+    bool all = true;
+    for (const Slower* s : group) all = all && aligned(*s->edge);
+    update_costs(p, cache.spec());
+    if (const double t = all ? detail::fused_seconds(p, cache) : best; t < best) {
+      best = t;
+      kept += static_cast<int>(group.size());
+      for (const auto& [l, k] : ends) ops.insert(fmt::format("{}:{}", l->shape.op, k));
+      continue;
+    }
+    for (size_t i = 0; i < ends.size(); ++i) *ends[i].first = saved[i];
+    update_costs(p, cache.spec());
+  }
+  return kept;
+}
+
 }  // namespace
 
 std::string pass_align_layouts(Plan& p, DesignCache& cache, bool bug) {
@@ -123,7 +166,9 @@ std::string pass_align_layouts(Plan& p, DesignCache& cache, bool bug) {
   int aligned_edges = 0, refused = 0, slower = 0;
   std::set<std::string> ops;
   std::vector<Launch> saved;
-  for (Edge& e : edges_of(p)) {
+  std::vector<Edge> edges = edges_of(p);
+  std::vector<Slower> slow;
+  for (Edge& e : edges) {
     if (!e.eligible || e.readers.empty() || aligned(e)) continue;
     std::vector<Launch*> readers;
     for (const auto& [l, k] : e.readers)
@@ -131,6 +176,7 @@ std::string pass_align_layouts(Plan& p, DesignCache& cache, bool bug) {
           std::find(readers.begin(), readers.end(), l) == readers.end())
         readers.push_back(l);
     bool kept = false, built = false;
+    int first_built = -1;
     for (int variant = 0; variant < 3 && !kept; ++variant) {
       const auto ends = attempt(e, readers, variant);
       if (ends.empty() || !rebuild(p, ends, cache, saved)) continue;
@@ -139,6 +185,7 @@ std::string pass_align_layouts(Plan& p, DesignCache& cache, bool bug) {
         continue;
       }
       built = true;
+      if (first_built < 0) first_built = variant;
       if (bug) {  // planted: the readers are told the new layout, not rebuilt for it
         for (const auto& [l, k] : e.readers) l->in_layouts.at(k) = e.producer->out_layout;
         return fmt::format("{} (planted: readers not rebuilt)", e.value);
@@ -156,7 +203,11 @@ std::string pass_align_layouts(Plan& p, DesignCache& cache, bool bug) {
     aligned_edges += kept;
     slower += built && !kept;
     refused += !built;
+    if (built && !kept) slow.push_back({&e, readers, first_built});
   }
+  const int grouped = align_layer_groups(p, cache, slow, best, ops);
+  aligned_edges += grouped;
+  slower -= grouped;
   std::string changed = fmt::format("{} edges row-major ({} kept blocked: slower once fused; {} "
                                     "refused by a builder)", aligned_edges, slower, refused);
   if (!ops.empty()) changed += fmt::format(", ops {}", fmt::join(ops, " "));

@@ -216,7 +216,9 @@ TEST_P(AttentionBuilderSim, DecodeResidentCacheIsTheBlockedResult) {
   const Case many{1, 159, 16, 16, 64};
   BuiltOp split = op_builder("attention_decode").build(decode_shape(many), spec, {{"bk", 8}, {"cache_rows", 512}});
   BuiltOp one = op_builder("attention_decode").build(decode_shape(many), spec, {{"bk", 8}});
-  if (spec.name == "xdna2") EXPECT_GT(split.design.launches.size(), one.design.launches.size());
+  if (spec.name == "xdna2") {
+    EXPECT_GT(split.design.launches.size(), one.design.launches.size());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, AttentionBuilderSim, ::testing::Values("xdna2", "xdna1"));
