@@ -1,35 +1,41 @@
 #!/usr/bin/env bash
-# `tessera plan` for every preset in both styles: predicted prefill at S and
-# decode per token at P = S on the modelled NPU, dispatches per layer, and the
-# three bounding terms that take the most predicted time (prefill + decode).
-# No weights needed. usage: bench/plan_presets.sh [TESSERA_BINARY] [SEQ] [SPEC]
+# `tessera plan` for every preset, three lowerings side by side (all figures
+# are predictions of the timing model and host model of SPEC, no weights):
+#   per-op     the hand-written baseline: one dispatch per graph node
+#   default    the default style with its required passes only
+#              (place,build,buffers: host steps for data movement, no
+#              optimization)
+#   optimized  the default style's whole pass pipeline (kv-resident,
+#              align-layouts, fuse, reuse-buffers)
+# Per lowering: prefill seconds at S, decode ms per token at P = S,
+# dispatches per layer (prefill/decode), and how far above the physical
+# bounds (prefill FLOPs / peak MAC, decode weight bytes / DDR) each is.
+# usage: bench/plan_presets.sh [TESSERA_BINARY] [SEQ] [SPEC]
 set -euo pipefail
 bin="${1:-build/cli/tessera}"
 seq="${2:-2048}"
 spec="${3:-xdna2}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-printf '%-14s %-7s %12s %10s %12s %9s %6s  %s\n' preset style "prefill ms" "prefill t/s" \
-  "decode ms/t" "decode t/s" "disp/L" "top bounds (share of prefill+decode time)"
+printf '%-13s | %-34s | %-34s | %-34s\n' "" per-op "default (required passes)" optimized
+printf '%-13s |' preset
+for _ in 1 2 3; do printf ' %8s %8s %5s %10s |' "pref s" "dec ms" "d/L" "x bound"; done
+printf '\n'
 for p in smollm2-135m qwen2.5-0.5b qwen3-0.6b llama-3.2-1b qwen2.5-1.5b smollm2-1.7b qwen3-1.7b \
          llama-3.2-3b qwen2.5-3b qwen3-4b; do
-  for style in per-op default; do
-    "$bin" plan --preset "$p" --style "$style" --seq "$seq" --spec "$spec" --json > "$tmp/p.json"
-    python3 - "$tmp/p.json" <<'PY'
+  "$bin" plan --preset "$p" --style per-op --seq "$seq" --spec "$spec" --json > "$tmp/a.json"
+  "$bin" plan --preset "$p" --style default --passes place,build,buffers --seq "$seq" \
+    --spec "$spec" --json > "$tmp/b.json"
+  "$bin" plan --preset "$p" --style default --seq "$seq" --spec "$spec" --json > "$tmp/c.json"
+  python3 - "$p" "$tmp/a.json" "$tmp/b.json" "$tmp/c.json" <<'PY'
 import json, sys
-from collections import defaultdict
-d = json.load(open(sys.argv[1]))
-by = defaultdict(float)
-for x in d["dispatches"] + d.get("host_steps", []):
-    relayout = x.get("relayout_seconds", 0.0)
-    by[x["bound"]] += x["seconds"] - relayout
-    by["relayout"] += relayout
-total = sum(by.values())
-top = ", ".join(f"{b} {100 * s / total:.0f}%" for b, s in sorted(by.items(), key=lambda t: -t[1])[:3])
-disp = f'{d["dispatches_per_layer_prefill"]}/{d["dispatches_per_layer_decode"]}'
-print(f'{d["preset"]:<14} {d["style"]:<7} {1e3 * d["prefill_seconds"]:>12.1f} '
-      f'{d["prefill_tokens_per_second"]:>10.0f} {1e3 * d["decode_seconds_per_token"]:>12.2f} '
-      f'{d["decode_tokens_per_second"]:>9.1f} {disp:>6}  {top}')
+row = f"{sys.argv[1]:<13} |"
+for path in sys.argv[2:]:
+    d = json.load(open(path))
+    disp = f'{d["dispatches_per_layer_prefill"]}/{d["dispatches_per_layer_decode"]}'
+    over = f'{d["prefill_over_bound"]:.2f}/{d["decode_over_bound"]:.2f}'
+    row += (f' {d["prefill_seconds"]:>8.3f} {1e3 * d["decode_seconds_per_token"]:>8.2f}'
+            f' {disp:>5} {over:>10} |')
+print(row)
 PY
-  done
 done

@@ -5,10 +5,16 @@
 // layout instead (kernels/activation_layout.h); the shim DMA then cuts the
 // blocks, which costs DDR bursts where its runs are short. Whether that pays
 // is the timing model's call, so the pass is greedy on the plan's predicted
-// time: an edge is aligned only when the whole plan gets faster.
+// time once fused: an edge is aligned only when the whole plan, fused as the
+// fuse pass would, gets faster (an aligned edge that lets two dispatches
+// merge saves their dispatch overhead, which the unfused plan cannot show).
+// Edges that were each slower alone are then tried together, one layer at a
+// time: a decode layer's q, k and v edges pay only once all are aligned and
+// the whole chain fuses.
 #include <algorithm>
 #include <map>
 #include <set>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -94,41 +100,98 @@ bool rebuild(const Plan& p, const std::vector<std::pair<Launch*, const char*>>& 
   return false;
 }
 
+// The launches one attempt rebuilds, and with which key: `variant` 0 the
+// producer and its readers whole row-major, 1 the producer's output alone
+// and its readers whole row-major, 2 the producer's output alone with its
+// readers as they are (they may read the plain layout already: a decode rope
+// or gemv x of one row).
+std::vector<std::pair<Launch*, const char*>> attempt(const Edge& e, const std::vector<Launch*>& readers,
+                                                     int variant) {
+  std::vector<std::pair<Launch*, const char*>> ends;
+  const char* key = variant == 0 ? kRowMajorTile : kRowMajorOutTile;
+  if (!has(*e.producer, kRowMajorTile) && (variant == 0 || !out_rowmajor(*e.producer)))
+    ends.emplace_back(e.producer, key);
+  if (variant < 2)
+    for (Launch* l : readers) ends.emplace_back(l, kRowMajorTile);
+  return ends;
+}
+
+// An edge that alone made the plan slower, with the variant that built.
+struct Slower {
+  Edge* edge = nullptr;
+  std::vector<Launch*> readers;
+  int variant = 0;
+};
+
+// The edges of a layer that were each slower alone, aligned together: only
+// the whole chain of a layer aligned lets fuse merge its dispatches (each
+// edge alone buys a re-layout of a few bytes for a few short DDR runs).
+// Returns the edges kept.
+int align_layer_groups(Plan& p, DesignCache& cache, std::vector<Slower>& slow, double& best,
+                       std::set<std::string>& ops) {
+  std::map<int, std::vector<const Slower*>> by_layer;
+  for (const Slower& s : slow) by_layer[p.graph.nodes.at(s.edge->producer->node).layer].push_back(&s);
+  int kept = 0;
+  std::vector<Launch> saved;
+  for (const auto& [layer, group] : by_layer) {
+    if (group.size() < 2) continue;
+    std::vector<std::pair<Launch*, const char*>> ends;
+    for (const Slower* s : group)
+      for (const auto& end : attempt(*s->edge, s->readers, s->variant))
+        if (std::find(ends.begin(), ends.end(), end) == ends.end()) ends.push_back(end);
+    if (!rebuild(p, ends, cache, saved)) continue;
+    bool all = true;
+    for (const Slower* s : group) all = all && aligned(*s->edge);
+    update_costs(p, cache.spec());
+    if (const double t = all ? detail::fused_seconds(p, cache) : best; t < best) {
+      best = t;
+      kept += static_cast<int>(group.size());
+      for (const auto& [l, k] : ends) ops.insert(fmt::format("{}:{}", l->shape.op, k));
+      continue;
+    }
+    for (size_t i = 0; i < ends.size(); ++i) *ends[i].first = saved[i];
+    update_costs(p, cache.spec());
+  }
+  return kept;
+}
+
 }  // namespace
 
 std::string pass_align_layouts(Plan& p, DesignCache& cache, bool bug) {
   const npu::DeviceSpec& spec = cache.spec();
   update_costs(p, spec);
-  const double t0 = p.predicted_seconds();
-  double best = t0;
+  // Judged once fused: an aligned edge can merge two dispatches, and the
+  // overhead that saves shows only in the fused plan.
+  double best = detail::fused_seconds(p, cache);
   int aligned_edges = 0, refused = 0, slower = 0;
   std::set<std::string> ops;
   std::vector<Launch> saved;
-  for (Edge& e : edges_of(p)) {
+  std::vector<Edge> edges = edges_of(p);
+  std::vector<Slower> slow;
+  for (Edge& e : edges) {
     if (!e.eligible || e.readers.empty() || aligned(e)) continue;
     std::vector<Launch*> readers;
     for (const auto& [l, k] : e.readers)
       if (!bug && !has(*l, kRowMajorTile) && l != e.producer &&
           std::find(readers.begin(), readers.end(), l) == readers.end())
         readers.push_back(l);
-    // Whole row-major first; then the producer's output alone (a gemm whose
-    // row-major x costs more DMA bursts than its re-layout saves).
     bool kept = false, built = false;
-    for (const char* key : {kRowMajorTile, kRowMajorOutTile}) {
-      std::vector<std::pair<Launch*, const char*>> ends;
-      const bool whole = key == std::string(kRowMajorTile);
-      if (!has(*e.producer, kRowMajorTile) && (whole || !out_rowmajor(*e.producer)))
-        ends.emplace_back(e.producer, key);
-      for (Launch* l : readers) ends.emplace_back(l, kRowMajorTile);
+    int first_built = -1;
+    for (int variant = 0; variant < 3 && !kept; ++variant) {
+      const auto ends = attempt(e, readers, variant);
       if (ends.empty() || !rebuild(p, ends, cache, saved)) continue;
+      if (variant == 2 && !aligned(e)) {  // readers as they are: only worth it when it aligns
+        for (size_t i = 0; i < ends.size(); ++i) *ends[i].first = saved[i];
+        continue;
+      }
       built = true;
+      if (first_built < 0) first_built = variant;
       if (bug) {  // planted: the readers are told the new layout, not rebuilt for it
         for (const auto& [l, k] : e.readers) l->in_layouts.at(k) = e.producer->out_layout;
         return fmt::format("{} (planted: readers not rebuilt)", e.value);
       }
       update_costs(p, spec);
-      const double t = p.predicted_seconds();
-      if (t < best) {
+      if (const double t = detail::fused_seconds(p, cache); t < best) {
         best = t;
         kept = true;
         for (const auto& [l, k] : ends) ops.insert(fmt::format("{}:{}", l->shape.op, k));
@@ -140,9 +203,13 @@ std::string pass_align_layouts(Plan& p, DesignCache& cache, bool bug) {
     aligned_edges += kept;
     slower += built && !kept;
     refused += !built;
+    if (built && !kept) slow.push_back({&e, readers, first_built});
   }
-  std::string changed = fmt::format("{} edges row-major ({} kept blocked: slower; {} refused by a "
-                                    "builder)", aligned_edges, slower, refused);
+  const int grouped = align_layer_groups(p, cache, slow, best, ops);
+  aligned_edges += grouped;
+  slower -= grouped;
+  std::string changed = fmt::format("{} edges row-major ({} kept blocked: slower once fused; {} "
+                                    "refused by a builder)", aligned_edges, slower, refused);
   if (!ops.empty()) changed += fmt::format(", ops {}", fmt::join(ops, " "));
   return changed;
 }

@@ -3,7 +3,8 @@
 // attention_decode packs the whole cache into its own blocked stream order on
 // every token (the relayout that dominates a decode attention step). With it
 // the cache lives in DDR between calls in one T-independent layout, `R` rows
-// of plain row-major bf16 (kernels/builders/attention.h "cache_rows"):
+// of bf16, head-major ([kv_heads][R][head_dim]: each head's rows one
+// contiguous run; kernels/builders/attention.h "cache_rows"):
 // kv_append runs on the NPU and writes its M new rows into that buffer in
 // place, and the attention's shim reads its blocks straight out of it. The
 // cache before the call is then already where the design reads it
@@ -14,7 +15,9 @@
 // tiles span at the plan's T and at a full context, at least the context.
 // Greedy like align-layouts: kept only when the plan's predicted time drops,
 // judged after a trial fuse of both plans, since an NPU kv_append is meant to
-// share the attention's dispatch (alone it would pay a dispatch overhead).
+// share the attention's dispatch (alone it would pay a dispatch overhead),
+// and judged at the end of the context whatever the plan's own position
+// (context_end_seconds), so every position of a session makes one choice.
 #include <algorithm>
 #include <map>
 
@@ -27,8 +30,6 @@
 #include "tessera/kernels/builders/attention.h"
 
 namespace tessera::compiler {
-
-std::string pass_fuse(Plan& plan, DesignCache& cache, bool bug);  // pass_fuse.cpp
 
 namespace {
 
@@ -44,9 +45,23 @@ int64_t attention_span(const Launch& attn, int64_t T, const npu::DeviceSpec& spe
   kernels::OpShape s = attn.shape;
   s.dims["T"] = T;
   kernels::TileOptions tiles = attn.tiles;
-  tiles.erase("cache_rows");
+  // Resident, with room for any span: the resident read may cut the context
+  // into more chunks than the blocked one (attention.h).
+  tiles["cache_rows"] = int64_t{1} << 40;
   const kernels::DecodePlan p = kernels::plan_attention_decode(s, spec, tiles);
   return p.NCH * p.R * p.nb * p.bk;
+}
+
+// Rows the kv_append's padded run reaches when it writes the context's last
+// rows (its tiling pads M): the resident cache must hold them too, or the
+// session's last positions could not keep it.
+int64_t append_span(const kernels::OpShape& append, int64_t context, DesignCache& cache) {
+  kernels::OpShape s = append;
+  s.dims["T"] = context;
+  s.dims["pos"] = context - s.dim("M");
+  for (const npu::HostBuffer& h : cache.get(s, {}).op->design.host_buffers)
+    if (h.name == "cache") return h.bytes / (s.dim("kv_dim") * 2);
+  throw_error<InternalError>("{}: kv_append design without a cache buffer", s.key());
 }
 
 struct Candidate {
@@ -83,12 +98,38 @@ std::vector<Candidate> candidates(Plan& p, int64_t& prefill) {
   return out;
 }
 
-// Predicted seconds of `p` once fused (a trial: p is left as it is).
-double fused_seconds(const Plan& p, DesignCache& cache) {
-  Plan trial = p;
-  pass_fuse(trial, cache, false);
-  update_costs(trial, cache.spec());
-  return trial.predicted_seconds();
+// The decode plan as it is at the last position of its context: the launches
+// whose shape depends on T (kv_append, attention_decode) re-shaped to
+// T = context and rebuilt, the rest as it is. Throws LimitError from a
+// builder that cannot take the full context.
+Plan at_context_end(const Plan& p, DesignCache& cache) {
+  Plan q = p;
+  for (Step& s : q.steps)
+    for (Launch& l : s.launches) {
+      const std::string op = l.shape.op;
+      if (op != "kv_append" && op != "attention_decode") continue;
+      kernels::OpShape& shape = q.graph.nodes.at(l.node).shape;
+      shape.dims["T"] = q.context;
+      if (op == "kv_append") shape.dims["pos"] = q.context - shape.dim("M");
+      if (s.kind == StepKind::host) {
+        l = detail::place_launch(q, l.node, true, cache.spec());
+        continue;
+      }
+      l.shape = shape;
+      detail::build_launch(q, l, cache);
+    }
+  update_costs(q, cache.spec());
+  return q;
+}
+
+// The resident cache is a property of the session, not of one position: a
+// session lowers a plan per decode position and the cache must keep one
+// layout from the first step to the last (and phase 5's gate, which decodes
+// a few steps after a short prompt, must run the same path a long session
+// runs). So the choice is judged once, where the re-pack it saves is
+// largest: at the end of the context, fused.
+double context_end_seconds(const Plan& p, DesignCache& cache) {
+  return detail::fused_seconds(at_context_end(p, cache), cache);
 }
 
 }  // namespace
@@ -96,22 +137,24 @@ double fused_seconds(const Plan& p, DesignCache& cache) {
 std::string pass_kv_resident(Plan& p, DesignCache& cache, bool bug) {
   const npu::DeviceSpec& spec = cache.spec();
   update_costs(p, spec);
-  const double t0 = fused_seconds(p, cache);
   int64_t other = 0;
   std::vector<Candidate> cands = candidates(p, other);
   if (cands.empty()) return fmt::format("no decode KV cache ({} kv_append left as they are)", other);
   const Plan saved = p;  // launch pointers in cands point into p, not the copy
   int64_t rows = 0;
   try {
+    const double t0 = context_end_seconds(p, cache);
     for (Candidate& c : cands) {
       Launch& a = c.append->launches.front();
       const int64_t T = a.shape.dim("T");
-      rows = std::max(p.context, T);
+      rows = std::max({p.context, T, append_span(a.shape, p.context, cache)});
       for (Launch* at : c.attention)
         rows = std::max({rows, attention_span(*at, T, spec), attention_span(*at, p.context, spec)});
       c.append->kind = StepKind::npu;
       a = detail::place_launch(p, a.node, false, spec);
       a.tiles["cache_rows"] = rows;
+      // Head-major, as the attention reads it (kernels/builders/attention.h).
+      a.tiles["cache_head_dim"] = c.attention.front()->shape.dim("head_dim");
       detail::build_launch(p, a, cache);
       // Planted: the cache is declared resident but the attention still reads
       // its own blocked copy, so the elided re-pack was needed.
@@ -121,15 +164,15 @@ std::string pass_kv_resident(Plan& p, DesignCache& cache, bool bug) {
         detail::build_launch(p, *at, cache);
       }
     }
+    update_costs(p, spec);
+    if (const double t = bug ? 0 : context_end_seconds(p, cache); t >= t0) {
+      p = saved;
+      return fmt::format("kept the host cache: resident predicts {} vs {} once fused at T={}",
+                         detail::time_text(t), detail::time_text(t0), p.context);
+    }
   } catch (const LimitError& e) {
     p = saved;
     return fmt::format("kept the host cache: {}", e.what());
-  }
-  update_costs(p, spec);
-  if (const double t = bug ? 0 : fused_seconds(p, cache); t >= t0) {
-    p = saved;
-    return fmt::format("kept the host cache: resident predicts {} vs {} once fused",
-                       detail::time_text(t), detail::time_text(t0));
   }
   return fmt::format("{} kv_append on the NPU writing a resident cache of {} rows in place{}",
                      cands.size(), rows, bug ? " (planted: attention not rebuilt)" : "");

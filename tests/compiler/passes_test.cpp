@@ -201,6 +201,30 @@ TEST(AlignLayouts, RowMajorEdgesCarryNoRelayout) {
   }
 }
 
+// Decode: the gemv writes its output row-major (kRowMajorOutTile) where the
+// rope, kv_append, residual and norms read one row plain, so the chain from
+// attn_norm to the cache writes is one dispatch and attention through h_out
+// another; without align-layouts the gemv outputs stay blocked and the layer
+// takes more. What is aligned holds (verify_plan). (Qwen2's v bias of one
+// row, 128 wide, has no row-major build yet: its layers stay at three.)
+TEST(AlignLayouts, DecodeLayerIsTwoDispatches) {
+  for (const char* preset : {"llama-3.2-1b", "qwen3-0.6b", "smollm2-135m"}) {
+    SCOPED_TRACE(preset);
+    const Plan p = lower_with(small(preset), 1, 2000, PlanStyle::standard);
+    const Plan off = lower_with(small(preset), 1, 2000, PlanStyle::standard, {"align-layouts"});
+    EXPECT_EQ(verify_plan(p), "");
+    EXPECT_LE(p.dispatches_per_layer(), 2) << p.dump();
+    EXPECT_GT(off.dispatches_per_layer(), 2);
+    EXPECT_LT(p.predicted_seconds(), off.predicted_seconds());
+    int rows_out = 0;
+    for (const Step& s : p.steps)
+      for (const Launch& l : s.launches)
+        rows_out += l.shape.op == "linear" && p.layer_of(s) >= 0 &&
+                    (l.tiles.count(kernels::kRowMajorOutTile) || l.tiles.count(kernels::kRowMajorTile));
+    EXPECT_GE(rows_out, 4 * 2) << "at least o, gate, up, down of every layer";
+  }
+}
+
 // Decode with a resident cache: kv_append runs on the NPU writing the cache
 // in the layout the attention reads, so neither the cache before the call
 // (resident input) nor after it (read as it is) is packed or unpacked, the
@@ -237,6 +261,18 @@ TEST(KvResident, TheCacheIsNeverRepacked) {
       EXPECT_LE(s.relayout_seconds, 2 * q_bytes / p.host.bytes_per_second * 1.0001) << l.name;
     }
   EXPECT_EQ(appends, 2 * 2);
+  // One choice per session: judged at the end of the context, so a plan for
+  // an early position (phase 5's gate decodes after a short prompt) keeps
+  // the resident cache too, head-major like the long one.
+  for (int64_t P : {17, 2000}) {
+    const Plan q = lower_with(small(), 1, P, PlanStyle::standard);
+    for (const Step& s : q.steps)
+      for (const Launch& l : s.launches)
+        if (l.shape.op == "kv_append") {
+          EXPECT_EQ(s.kind, StepKind::npu) << "P=" << P << " " << l.name;
+          EXPECT_EQ(l.tiles.at("cache_head_dim"), small().head_dim) << l.name;
+        }
+  }
   // Prefill's attention reads its own blocked layout: nothing to do there.
   const Plan pre = lower_with(small(), 17, 0, PlanStyle::standard);
   for (const Step& s : pre.steps)

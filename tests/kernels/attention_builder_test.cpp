@@ -174,13 +174,16 @@ TEST_P(AttentionBuilderSim, DecodeRaggedMatchesOracle) {
 }
 
 // Resident K/V ("cache_rows"): the same blocks reach the same tiles, only the
-// shim cuts them out of the row-major cache, so the result is bit-identical to
-// the blocked design's; the cache buffer's size and its row t do not depend on
-// T (what lets it stay in DDR from one decode position to the next).
+// shim cuts them out of the head-major cache, so the result is bit-identical
+// to the blocked design's; the cache buffer's size and where row t of head h
+// lies do not depend on T (what lets it stay in DDR from one decode position
+// to the next). 16 KV heads at bk = 8: two rounds per column whose shim tasks
+// exceed the BDs of one launch, so the rounds take a launch each.
 TEST_P(AttentionBuilderSim, DecodeResidentCacheIsTheBlockedResult) {
   const auto spec = npu::DeviceSpec::preset(GetParam());
   for (const auto& [c, tiles] : std::vector<std::pair<Case, TileOptions>>{
-           {{1, 36, 14, 2, 64}, {{"bk", 8}}}, {{1, 299, 4, 1, 128}, {}}, {{1, 70, 9, 3, 64}, {}}}) {
+           {{1, 36, 14, 2, 64}, {{"bk", 8}}}, {{1, 299, 4, 1, 128}, {}}, {{1, 70, 9, 3, 64}, {}},
+           {{1, 159, 16, 16, 64}, {{"bk", 8}}}}) {
     SCOPED_TRACE(fmt::format("T={} heads={} kv={} on {}", c.P + 1, c.heads, c.kv, spec.name));
     TileOptions resident = tiles;
     resident["cache_rows"] = 512;
@@ -189,7 +192,7 @@ TEST_P(AttentionBuilderSim, DecodeResidentCacheIsTheBlockedResult) {
     EXPECT_EQ(res.tiles.at("cache_rows"), 512);
     const Outcome a = run_case(c, blocked, spec, 1, 1), b = run_case(c, res, spec, 1, 1);
     EXPECT_EQ(a.got, b.got);
-    // Row t of the cache at byte t * kv_dim * 2 of a 512-row buffer, at T and T + 1.
+    // Row t of head h at element (h * 512 + t) * D of a 512-row buffer, at T and T + 1.
     Case next = c;
     next.P += 1;
     BuiltOp later = op_builder("attention_decode").build(decode_shape(next), spec, resident);
@@ -200,15 +203,29 @@ TEST_P(AttentionBuilderSim, DecodeResidentCacheIsTheBlockedResult) {
     later.pack(1, k, h2);
     ASSERT_EQ(h1.at("k_cache").size(), static_cast<size_t>(512 * kvd * 2));
     ASSERT_EQ(h2.at("k_cache").size(), h1.at("k_cache").size());
-    EXPECT_TRUE(std::equal(h1.at("k_cache").begin(),
-                           h1.at("k_cache").begin() + (c.P + 1) * kvd * 2, h2.at("k_cache").begin()));
+    for (int64_t h = 0; h < c.kv; ++h) {
+      const int64_t at = h * 512 * c.D * 2;
+      EXPECT_TRUE(std::equal(h1.at("k_cache").begin() + at,
+                             h1.at("k_cache").begin() + at + (c.P + 1) * c.D * 2,
+                             h2.at("k_cache").begin() + at)) << "head " << h;
+      const bf16* row = reinterpret_cast<const bf16*>(h2.at("k_cache").data()) + (h * 512 + c.P + 1) * c.D;
+      EXPECT_EQ(bf16_to_f32(row[1]), k[static_cast<size_t>((c.P + 1) * kvd + h * c.D + 1)]) << "head " << h;
+    }
+  }
+  // More rounds than one launch's shim BDs read: split into launches.
+  const Case many{1, 159, 16, 16, 64};
+  BuiltOp split = op_builder("attention_decode").build(decode_shape(many), spec, {{"bk", 8}, {"cache_rows", 512}});
+  BuiltOp one = op_builder("attention_decode").build(decode_shape(many), spec, {{"bk", 8}});
+  if (spec.name == "xdna2") {
+    EXPECT_GT(split.design.launches.size(), one.design.launches.size());
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, AttentionBuilderSim, ::testing::Values("xdna2", "xdna1"));
 
-// A resident cache too short for the rows the tiles stream, or a context that
-// needs more shim tasks than a column has BDs, is refused by name.
+// A resident cache too short for the rows the tiles stream (here also cut
+// into more chunks than a merge column's BDs take), or too short for the
+// context at all, is refused by name.
 TEST(AttentionBuilder, ResidentCacheLimitsAreLimitErrors) {
   const auto spec = npu::DeviceSpec::preset("xdna2");
   EXPECT_THROW(op_builder("attention_decode").build(decode_shape({1, 99, 4, 1, 64}), spec,

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.h"
+#include "tessera/kernels/builders/builder_support.h"
 #include "tessera/kernels/op_builder.h"
+#include "tessera/npu/kernel_registry.h"
 #include "tessera/model/config.h"
 #include "tessera/npu/timing.h"
 
@@ -66,6 +68,40 @@ TEST_P(KvAppendBuilder, ResidentCacheRowsFixTheBuffer) {
   }
   EXPECT_THROW(op_builder("kv_append").build(kv_shape(1, 40, 39, 128), spec, {{"cache_rows", 39}}),
                LimitError);
+}
+
+// cache_head_dim = D: the resident cache is head-major, [kv_dim / D][R][D];
+// the logical result is the row-major append, and the buffer itself holds
+// row t of head h at (h * R + t) * D (what the attention's shim reads).
+TEST_P(KvAppendBuilder, HeadMajorCacheKeepsEachHeadContiguous) {
+  auto spec = npu::DeviceSpec::preset(GetParam());
+  const int64_t kv = 128, D = 32, R = 256;
+  for (auto [M, T, pos] : {std::tuple<int64_t, int64_t, int64_t>{1, 40, 39}, {5, 60, 55}}) {
+    SCOPED_TRACE(fmt::format("M={} T={} pos={}", M, T, pos));
+    BuiltOp b = op_builder("kv_append").build(kv_shape(M, T, pos, kv), spec,
+                                              {{"cache_rows", R}, {"cache_head_dim", D}});
+    EXPECT_EQ(b.tiles.at("cache_head_dim"), D);
+    auto fresh = bf16_values(static_cast<size_t>(M * kv), 11);
+    auto cache = bf16_values(static_cast<size_t>(T * kv), 12);
+    ensure_tile_kernels_registered();
+    npu::HostMemory host;
+    for (const auto& h : b.design.host_buffers) host_bytes(b.design, h.name, host);
+    b.pack(0, fresh, host);
+    b.pack(1, cache, host);
+    npu::Simulator(spec, npu::KernelRegistry::global()).run(b.design, host);
+    std::vector<float> want = cache;
+    std::copy(fresh.begin(), fresh.end(), want.begin() + pos * kv);
+    EXPECT_EQ(b.unpack(0, host), want);
+    const bf16* buf = host_bf16(b.design, "cache", host);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t e = 0; e < kv; ++e)
+        ASSERT_EQ(bf16_to_f32(buf[(e / D * R + t) * D + e % D]), want[t * kv + e]) << t << " " << e;
+  }
+  EXPECT_THROW(op_builder("kv_append").build(kv_shape(1, 40, 39, 128), spec, {{"cache_head_dim", 32}}),
+               LimitError);  // head-major needs the resident rows
+  EXPECT_THROW(op_builder("kv_append").build(kv_shape(1, 40, 39, 128), spec,
+                                             {{"cache_rows", 256}, {"cache_head_dim", 48}}),
+               LimitError);  // heads that do not tile kv_dim
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, KvAppendBuilder, ::testing::Values("xdna2", "xdna1"));

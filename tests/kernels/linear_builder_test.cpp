@@ -185,10 +185,36 @@ TEST_P(LinearOnDevice, PanelOfTwoKBlocksPerObjectIsExact) {
                LimitError);
 }
 
+// The gemv's row-major y (decode): one buffer of N bf16, no padding. Ragged
+// N pulls the last column blocks back to end at N (their rows are computed
+// twice and written back unchanged); several N blocks per column (n = 4)
+// take one strided task plus one repeated task for the pulled-back blocks.
+TEST_P(LinearOnDevice, GemvRowMajorOutputIsExactWithRaggedN) {
+  check_linear(1, 1000, 301, spec, {{kRowMajorOutTile, 1}, {"k", 256}});  // x padded, y plain
+  check_linear(1, 1024, 301, spec, {{kRowMajorTile, 1}, {"k", 256}, {"x_resident", 0}});
+  check_linear(1, 192, 301, spec, {{kRowMajorTile, 1}, {"n", 4}});
+  check_linear(1, 192, 256, spec, {{kRowMajorTile, 1}, {"n", 2}, {"streams", 1}});
+  BuiltOp b = op_builder("linear").build(linear_shape(1, 192, 301), spec, {{kRowMajorTile, 1}, {"n", 4}});
+  ASSERT_EQ(b.design.host_buffers.size(), 2u + static_cast<size_t>(plan_linear(1, 192, 301, spec, {{"n", 4}}).streams()));
+  EXPECT_EQ(b.design.host_buffers[1].name, "y_rows");
+  EXPECT_EQ(b.design.host_buffers[1].bytes, 301 * 2);
+  EXPECT_EQ(b.tiles.at(kRowMajorTile), 1);
+  // What it cannot write unpadded is refused: prompt rows, a column block
+  // longer than N, x in K blocks that pad it.
+  EXPECT_THROW(op_builder("linear").build(linear_shape(2, 192, 301), spec, {{kRowMajorOutTile, 1}}),
+               LimitError);
+  EXPECT_THROW(op_builder("linear").build(linear_shape(1, 192, 40), spec,
+                                          {{kRowMajorOutTile, 1}, {"n", 16}}),
+               LimitError);
+  EXPECT_THROW(op_builder("linear").build(linear_shape(1, 1000, 301), spec,
+                                          {{kRowMajorTile, 1}, {"k", 256}}),
+               LimitError);
+}
+
 TEST_P(LinearOnDevice, RowMajorLayoutRefusesWhatItCannotReadUnpadded) {
   const TileOptions rm{{kRowMajorTile, 1}};
   EXPECT_THROW(op_builder("linear").build(linear_shape(70, 130, 200), spec, rm), LimitError);
-  EXPECT_THROW(op_builder("linear").build(linear_shape(1, 128, 256), spec, rm), LimitError);  // gemv
+  EXPECT_THROW(op_builder("linear").build(linear_shape(3, 128, 256), spec, rm), LimitError);  // gemv, M > 1
   EXPECT_THROW(op_builder("linear").build(linear_shape(40, 128, 512), spec,
                                           {{kRowMajorTile, 1}, {"m", 16}, {"rows", 4}}),
                LimitError);  // M < rows * m

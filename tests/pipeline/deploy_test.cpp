@@ -239,11 +239,13 @@ TEST(Deploy, PhasesFourAndFiveKeepPassesAndLogThem) {
   ASSERT_EQ(tried4[2]["pass"], "fuse");
   EXPECT_LE(tried4[1]["prefill_after"].get<double>(), tried4[1]["prefill_before"].get<double>());
   EXPECT_LT(tried4[2]["prefill_after"].get<double>(), tried4[2]["prefill_before"].get<double>());
-  // Phase 5's kv-resident is tried and gated; over tiny's 17-token cache a
-  // resident copy does not pay, so the pass keeps the host cache (no slower).
+  // Phase 5's kv-resident is tried and gated. It is judged at the end of the
+  // context (one choice per session), so the session phase 5 gates, decoding
+  // right after tiny's 17-token prompt, runs the resident head-major cache on
+  // real numbers, as a long session does; at P = 17 alone it would not pay.
   const auto& tried5 = r.phases[5].details["tried"];
   ASSERT_EQ(tried5[0]["pass"], "kv-resident");
-  EXPECT_LE(tried5[0]["decode_after"].get<double>(), tried5[0]["decode_before"].get<double>());
+  EXPECT_TRUE(tried5[0]["kept"].get<bool>());
   const std::string traj = slurp(out / "perf_opt_traj.md");
   EXPECT_NE(traj.find("| 4 | fuse |"), std::string::npos) << traj;
   EXPECT_NE(traj.find("| 5 | reuse-buffers |"), std::string::npos) << traj;
@@ -251,6 +253,7 @@ TEST(Deploy, PhasesFourAndFiveKeepPassesAndLogThem) {
   compiler::DesignCache cache(npu::DeviceSpec::preset("xdna2"));
   const std::string prefill = final_plan.substr(0, final_plan.find("\n\nplan ") + 1);
   EXPECT_EQ(compiler::parse_plan(prefill, cache).dump(), prefill);
+  EXPECT_NE(final_plan.find("cache_head_dim="), std::string::npos) << "the decode plan's resident cache";
 }
 
 // A pass with a planted bug is rolled back and named; the deploy goes on.

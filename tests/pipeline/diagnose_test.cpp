@@ -375,7 +375,12 @@ TEST(Diagnosers, KvWrittenEarlyInDecodeFailsPhase6) {
     ~Reset() { set_active_mutant(Mutant::none); }
   } reset;
   set_active_mutant(Mutant::exec_kv_write_prev);
-  const Outcome r = run(tiny("kv-decode", 6));
+  // The mutant is in the host kv_append; decode keeps its cache resident on
+  // the NPU (kv-resident), so the pass is rolled back here (its planted bug)
+  // and phase 6 decodes with the host cache the mutant writes.
+  DeployOptions o = tiny("kv-decode", 6);
+  o.plant_pass_bug = "kv-resident";
+  const Outcome r = run(o);
   expect_named(r, 6, "kv_position");
   EXPECT_NE(r.issues.find("phase 6 decode step node L1.k_cache"), std::string::npos) << r.issues;
   EXPECT_NE(r.issues.find("rows written at pos -1"), std::string::npos) << r.issues;

@@ -80,26 +80,32 @@ std::vector<CoreOp> worker_round(const DecodePlan& p, int c, int64_t round, int 
   return ops;
 }
 
-// Resident K/V: object (round i, block k, slot) of column c gathers the R
-// sub-blocks its tiles own (rows first_block(r) + k blocks on, head h) from
-// the row-major cache, in stream order K then V.
-void add_resident_kv(npu::Launch& l, const DecodePlan& p, int c, const std::string& kv) {
-  const int64_t kvd = p.kv_heads * p.D;
-  for (int64_t i = 0; i < p.rounds; ++i) {
+// Resident K/V, head-major ([kv_heads][cache_rows][D]): object (round i,
+// block k, slot) of column c gathers the R sub-blocks its tiles own (rows
+// first_block(r) + k blocks on, head h), each one contiguous run of bk rows,
+// in stream order K then V.
+void add_resident_kv(npu::Launch& l, const DecodePlan& p, int c, const std::string& kv,
+                     int64_t i0, int64_t i1) {
+  for (int64_t i = i0; i < i1; ++i) {
     const int64_t h = item_head(p, c, i);
     for (int64_t k = 0; k < p.nb; ++k) {
       const int64_t row0 = first_block(p, c, i, 0) * p.bk + k * p.bk;
-      const auto pat = b::pattern({{p.R, p.nb * p.bk * kvd}, {p.bk, kvd}, {p.D, 1}},
-                                  row0 * kvd + h * p.D);
+      // bk rows of D: one contiguous run (the timing model merges the dims).
+      const auto pat = b::pattern({{p.R, p.nb * p.bk * p.D}, {p.bk, p.D}, {p.D, 1}},
+                                  (h * p.cache_rows + row0) * p.D);
       l.sequence.push_back(b::to_device(kv, "k_cache", pat));
       l.sequence.push_back(b::to_device(kv, "v_cache", pat));
     }
   }
 }
 
-npu::Launch partial_launch(const DecodePlan& p, const npu::DeviceSpec& spec) {
+// Rounds [i0, i1) of every column (a resident cache needs a shim task per
+// block, so its rounds are split over launches that fit the BDs).
+npu::Launch partial_launch(const DecodePlan& p, const npu::DeviceSpec& spec, int64_t i0,
+                           int64_t i1) {
   npu::Launch l;
-  l.name = "attention_decode_partial";
+  l.name = i1 - i0 == p.rounds ? std::string("attention_decode_partial")
+                               : fmt::format("attention_decode_partial_r{}", i0);
   const int64_t blk = p.bk * p.D, sf = p.state_floats();
   const int64_t total_states = int64_t{p.C} * p.rounds * p.R * sf;
   const std::string what = shape_text(p);
@@ -121,7 +127,7 @@ npu::Launch partial_launch(const DecodePlan& p, const npu::DeviceSpec& spec) {
       join.inputs.push_back(sr);
       join.offsets_bytes.push_back(r * sf * 4);
       std::vector<CoreOp> prog;
-      for (int64_t i = 0; i < p.rounds; ++i) {
+      for (int64_t i = i0; i < i1; ++i) {
         auto ops = worker_round(p, c, i, r, q, kvr, sr);
         prog.insert(prog.end(), ops.begin(), ops.end());
       }
@@ -129,13 +135,15 @@ npu::Launch partial_launch(const DecodePlan& p, const npu::DeviceSpec& spec) {
     }
     l.links.push_back(std::move(split));
     l.links.push_back(std::move(join));
-    l.sequence.push_back(b::to_device(q, q_host(c)));
+    const int64_t qe = p.G * p.D;
+    l.sequence.push_back(b::to_device(q, q_host(c), span_pattern(i0 * qe, (i1 - i0) * qe,
+                                                                 p.rounds * qe, 1, spec, what + " q")));
     if (p.cache_rows > 0)
-      add_resident_kv(l, p, c, kv);
+      add_resident_kv(l, p, c, kv, i0, i1);
     else
       l.sequence.push_back(b::to_device(kv, kv_host(c)));
     l.sequence.push_back(b::from_device(
-        s, "part", span_pattern(state_offset(p, c, 0), p.rounds * p.R * sf, total_states, 1, spec,
+        s, "part", span_pattern(state_offset(p, c, i0), (i1 - i0) * p.R * sf, total_states, 1, spec,
                                 what + " partial states")));
   }
   return l;
@@ -194,9 +202,12 @@ void pack_q(const DecodePlan& p, const npu::Design& d, std::span<const float> q,
 
 void pack_kv(const DecodePlan& p, const npu::Design& d, std::span<const float> x, int slot,
              npu::HostMemory& host) {
-  if (p.cache_rows > 0) {  // resident: row t of the cache is position t
+  if (p.cache_rows > 0) {  // resident, head-major: row t of head h is position t
     bf16* dst = host_bf16(d, slot == 0 ? "k_cache" : "v_cache", host);
-    for (size_t e = 0; e < x.size(); ++e) dst[e] = f32_to_bf16(x[e]);
+    for (int64_t t = 0; t < p.T; ++t)
+      for (int64_t h = 0; h < p.kv_heads; ++h)
+        for (int64_t e = 0; e < p.D; ++e)
+          dst[(h * p.cache_rows + t) * p.D + e] = f32_to_bf16(x[(t * p.kv_heads + h) * p.D + e]);
     return;
   }
   for (int c = 0; c < p.C; ++c) {
@@ -231,7 +242,8 @@ npu::Design make_design(const DecodePlan& p, const npu::DeviceSpec& spec) {
   }
   d.host_buffers.push_back({"part", int64_t{p.C} * p.rounds * p.R * p.state_floats() * 4, 4});
   d.host_buffers.push_back({"out", p.heads * p.D * 2, 2});
-  d.launches.push_back(partial_launch(p, spec));
+  for (int64_t i0 = 0; i0 < p.rounds; i0 += p.rounds_per_launch)
+    d.launches.push_back(partial_launch(p, spec, i0, std::min(p.rounds, i0 + p.rounds_per_launch)));
   d.launches.push_back(merge_launch(p, spec));
   return d;
 }
@@ -246,24 +258,26 @@ class AttentionDecodeBuilder : public OpBuilder {
 };
 
 // The resident cache must hold every row a tile's blocks span, and each
-// column's shim a task per (round, block, K|V) besides q and the states.
-void check_resident(const DecodePlan& p, const npu::DeviceSpec& spec, int64_t splits) {
+// column's shim a task per (round, block, K|V) besides q and the states: the
+// rounds are split over launches so that one launch's tasks fit the BDs.
+void check_resident(DecodePlan& p, const npu::DeviceSpec& spec, int64_t splits) {
   const int64_t span = splits * p.nb * p.bk;
   if (p.cache_rows < span)
     throw_error<LimitError>("{}: the resident cache of {} rows is shorter than the {} rows "
                             "({} tiles x {} blocks of {}) the tiles stream", shape_text(p),
                             p.cache_rows, span, splits, p.nb, p.bk);
-  const int64_t stride = p.nb * p.bk * p.kv_heads * p.D;  // from one tile's rows to the next's
-  if (stride > spec.bd_max_stride)
-    throw_error<LimitError>("{}: a resident cache read strides {} elements between tiles, past the "
-                            "BD stride limit {} of {}", shape_text(p), stride, spec.bd_max_stride,
+  const int64_t stride = p.nb * p.bk * p.D;  // from one tile's rows to the next's
+  if (stride > spec.bd_max_stride || p.D > spec.bd_max_wrap || p.bk > spec.bd_max_size)
+    throw_error<LimitError>("{}: a resident cache read strides {} elements between tiles (runs of "
+                            "{}), past the BD limits of {}", shape_text(p), stride, p.bk * p.D,
                             spec.name);
-  const int64_t tasks = 2 + 2 * p.rounds * p.nb;
-  if (tasks > spec.shim.buffer_descriptors)
-    throw_error<LimitError>("{}: reading a resident cache takes {} shim tasks per column ({} "
-                            "rounds x {} blocks x K,V + q + states), {} has {} shim BDs",
-                            shape_text(p), tasks, p.rounds, p.nb, spec.name,
+  p.rounds_per_launch = (spec.shim.buffer_descriptors - 2) / (2 * p.nb);
+  if (p.rounds_per_launch < 1)
+    throw_error<LimitError>("{}: reading one round of a resident cache takes {} shim tasks per "
+                            "column ({} blocks x K,V + q + states), {} has {} shim BDs",
+                            shape_text(p), 2 + 2 * p.nb, p.nb, spec.name,
                             spec.shim.buffer_descriptors);
+  p.rounds_per_launch = std::min(p.rounds_per_launch, p.rounds);
 }
 
 }  // namespace
@@ -317,7 +331,20 @@ DecodePlan plan_attention_decode(const OpShape& shape, const npu::DeviceSpec& sp
   p.NKB = ceil_div(p.T, p.bk);
   p.nb = ceil_div(p.NKB, splits);
   p.cache_rows = opt(tiles, "cache_rows", 0);
-  if (p.cache_rows > 0) check_resident(p, spec, splits);
+  p.rounds_per_launch = p.rounds;
+  if (p.cache_rows > 0) {
+    // A resident read takes a shim task per block: a head's context is cut
+    // into more chunks (more rounds, each of fewer blocks, merged like the
+    // others) until one round's tasks fit a column's BDs.
+    const int64_t most = (spec.shim.buffer_descriptors - 2) / 2;
+    if (p.nb > most && most >= 1) {
+      const int64_t f = ceil_div(p.nb, most);
+      p.NCH *= f;
+      p.rounds *= f;
+      p.nb = ceil_div(p.NKB, p.NCH * p.R);
+    }
+    check_resident(p, spec, p.NCH * p.R);
+  }
   return p;
 }
 

@@ -10,7 +10,9 @@
 // buffer has exactly R rows, R >= T, whatever T is, so the layout the cache
 // lives in between decode steps is the same at every position and equals the
 // one attention_decode reads with the same key; a padded run that would
-// overrun R is a LimitError.
+// overrun R is a LimitError. With "cache_head_dim" = D as well the cache is
+// head-major, [kv_dim / D][R][D] (attention.h, resident KV): the new rows of
+// each head land in that head's run.
 #include <algorithm>
 #include <memory>
 
@@ -27,7 +29,9 @@ class KvAppendBuilder : public OpBuilder {
                 const TileOptions& given) const override {
     TileOptions tiles = given;
     const int64_t cache_rows = tiles.count("cache_rows") ? tiles.at("cache_rows") : 0;
+    const int64_t head_dim = tiles.count("cache_head_dim") ? tiles.at("cache_head_dim") : 0;
     tiles.erase("cache_rows");
+    tiles.erase("cache_head_dim");
     const int64_t M = shape.dim("M"), T = shape.dim("T"), pos = shape.dim("pos");
     const int64_t kv = shape.dim("kv_dim");
     if (M < 1 || pos < 0 || pos + M > T || kv < 2 || kv % 2)
@@ -50,10 +54,15 @@ class KvAppendBuilder : public OpBuilder {
       throw_error<LimitError>("{}: the padded run ends at row {}, past the resident cache of {} "
                               "rows", shape.key(), s.out_rows, cache_rows);
     s.out_rows = std::max(s.out_rows, cache_rows);
+    if (head_dim > 0 && (cache_rows == 0 || kv % head_dim != 0))
+      throw_error<LimitError>("{}: a head-major cache (cache_head_dim {}) needs cache_rows and "
+                              "heads that tile kv_dim", shape.key(), head_dim);
+    s.out_unit = head_dim;
     using Role = RowwiseInput::Role;
     BuiltOp out = build_rowwise(shape, s, spec, tiles, {{"new", {M, kv}}, {"cache", {T, kv}}},
                                 {{Role::stream, 0}, {Role::out_init, 0}}, {"cache", {T, kv}});
     if (cache_rows > 0) out.tiles["cache_rows"] = cache_rows;
+    if (head_dim > 0) out.tiles["cache_head_dim"] = head_dim;
     return out;
   }
 };

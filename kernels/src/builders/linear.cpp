@@ -211,7 +211,7 @@ void put_row(const float* src_row, int64_t col0, int64_t len, int64_t cols, bf16
 
 void pack_x(const LinearPlan& p, const npu::Design& d, std::span<const float> x,
             npu::HostMemory& host) {
-  if (p.rowmajor) {
+  if (p.rowmajor && p.gemm) {  // a gemv's x is one row either way (x_r0)
     bf16* dst = host_bf16(d, "x_rows", host);
     for (size_t i = 0; i < x.size(); ++i) dst[i] = f32_to_bf16(x[i]);
     return;
@@ -221,7 +221,8 @@ void pack_x(const LinearPlan& p, const npu::Design& d, std::span<const float> x,
     for (int64_t s = 0; s < p.S; ++s)
       for (int64_t i = 0; i < p.m; ++i) {
         // Row-major y re-reads the last whole rows: x feeds those rows too.
-        int64_t row = p.rowmajor_y ? rowmajor_step_row(p, s) + r * p.m + i : (s * p.Rm() + r) * p.m + i;
+        int64_t row = p.gemm && p.rowmajor_y ? rowmajor_step_row(p, s) + r * p.m + i
+                                             : (s * p.Rm() + r) * p.m + i;
         if (row >= p.M) continue;
         for (int64_t j = 0; j < p.kb && j * p.k < p.K; ++j)
           put_row(x.data() + row * p.K, j * p.k, p.k, p.K, dst + ((s * p.kb + j) * p.m + i) * p.k);

@@ -2,9 +2,11 @@
 // kernels/builders/linear.h): weight streams over every shim MM2S channel,
 // x broadcast from shim 0 and resident in L1 when it fits.
 #include <algorithm>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "tessera/core/error.h"
 #include "tessera/kernels/builders/builder_support.h"
 #include "tessera/kernels/builders/linear.h"
 #include "tessera/npu/builder.h"
@@ -126,6 +128,55 @@ void add_cores(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec,
     }
 }
 
+// Column c's output object of block bb (its streams' T tiles of n rows
+// each, joined in the mem tile) computes rows [start, start + len) of y.
+// Blocks go round the columns (bb outer) so a column's objects are evenly
+// strided; an object that would run past N is pulled back to end at N, so
+// it recomputes rows another object owns with the same weights and writes
+// them back unchanged: a row-major y (one row, M = 1) needs no padding, and
+// its bytes are the plain vector the next op reads as it is.
+int64_t rows_object_len(const LinearPlan& p, int c) { return int64_t{p.streams_in(c)} * p.T * p.n; }
+bool objects_fit(const LinearPlan& p) {
+  for (int c = 0; c < p.C; ++c)
+    if (rows_object_len(p, c) > p.N) return false;
+  return true;
+}
+int64_t rows_object_start(const LinearPlan& p, int c, int64_t bb) {
+  const int64_t nominal = (bb * p.streams() + p.first_stream(c)) * p.T * p.n;
+  return std::min(nominal, p.N - rows_object_len(p, c));
+}
+
+// A contiguous run of `len` elements as at most two BD dims (inner within the
+// wrap, outer within the size); empty when none fits.
+std::vector<npu::Dim> run_dims(int64_t len, const npu::DeviceSpec& spec) {
+  for (int64_t w = std::min(len, spec.bd_max_wrap); w >= 1; --w)
+    if (len % w == 0 && len / w <= spec.bd_max_size)
+      return len == w ? std::vector<npu::Dim>{{w, 1}} : std::vector<npu::Dim>{{len / w, w}, {w, 1}};
+  return {};
+}
+
+// Column c's y tasks: the blocks at their nominal rows as one strided task,
+// the pulled-back ones (all at N - len) as one repeated task.
+void add_gemv_rows_y(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec, int c) {
+  const int64_t len = rows_object_len(p, c), stride = int64_t{p.streams()} * p.T * p.n;
+  int64_t regular = 0;
+  while (regular < p.NB && rows_object_start(p, c, regular) == regular * stride + p.first_stream(c) * p.T * p.n)
+    ++regular;
+  const std::string y = fmt::format("y{}", c), what = fmt::format("linear y rows (column {})", c);
+  if (regular == 1) {
+    l.sequence.push_back(b::from_device(y, "y_rows", span_pattern(rows_object_start(p, c, 0), len, p.N, 1, spec, what)));
+  } else if (regular > 1) {
+    npu::AccessPattern a;
+    a.offset = rows_object_start(p, c, 0);
+    a.dims = {{regular, stride}};
+    for (const npu::Dim& d : run_dims(len, spec)) a.dims.push_back(d);
+    l.sequence.push_back(b::from_device(y, "y_rows", a));
+  }
+  if (regular < p.NB)
+    l.sequence.push_back(b::from_device(
+        y, "y_rows", span_pattern(p.N - len, len, p.N, p.NB - regular, spec, what)));
+}
+
 void add_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec, int64_t s0,
                   int64_t steps) {
   const int64_t x_step = p.m * p.Kp();  // elements of one M step
@@ -150,6 +201,10 @@ void add_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& sp
       wp.repeat = steps;  // the stream's weights once per M step
       l.sequence.push_back(b::to_device(fmt::format("w{}_{}", c, j), w_host(c, j), wp));
     }
+    if (p.y_rows()) {
+      add_gemv_rows_y(l, p, spec, c);
+      continue;
+    }
     const int64_t y_step = p.NB * rows * p.m * p.n;
     l.sequence.push_back(b::from_device(
         fmt::format("y{}", c), y_host(c),
@@ -157,24 +212,49 @@ void add_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& sp
   }
 }
 
-// The first weight row of (stream s, block bb, tile t): streams own
-// contiguous row ranges, blocked [bb][t][n] inside.
+// The first weight row of (stream s, block bb, tile t): the rows of column
+// c's block bb are one contiguous object (rows_object_start), whether y is
+// row-major or blocked, so both read one packed weight layout. When N is
+// shorter than a column's object the streams own contiguous row ranges
+// instead, blocked [bb][t][n] inside, padded past N (blocked y only).
 int64_t first_row(const LinearPlan& p, int64_t s, int64_t bb, int64_t t) {
-  return ((s * p.NB + bb) * p.T + t) * p.n;
+  if (!objects_fit(p)) return ((s * p.NB + bb) * p.T + t) * p.n;
+  int c = 0;
+  while (c + 1 < p.C && p.first_stream(c + 1) <= s) ++c;
+  return rows_object_start(p, c, bb) + ((s - p.first_stream(c)) * p.T + t) * p.n;
 }
 
 }  // namespace
 
+void check_gemv_rows(const LinearPlan& p, const npu::DeviceSpec& spec) {
+  auto refuse = [&](const std::string& why) {
+    throw_error<LimitError>("linear M={} K={} N={}: the gemv's row-major output ({}) {} (k={} n={} "
+                            "streams={} T={})", p.M, p.K, p.N,
+                            p.rowmajor ? kRowMajorTile : kRowMajorOutTile, why, p.k, p.n,
+                            p.streams(), p.T);
+  };
+  if (p.M != 1) refuse("is for one row (decode); prompt rows use the gemm's");
+  if (p.rowmajor && p.Kp() != p.K) refuse("needs K blocks that tile K exactly (x is read, not padded)");
+  if (!objects_fit(p))
+    refuse(fmt::format("needs N >= one column's block of {} rows", rows_object_len(p, p.C - 1)));
+  for (int c = 0; c < p.C; ++c)
+    if (run_dims(rows_object_len(p, c), spec).empty() || p.NB > spec.bd_max_size ||
+        int64_t{p.streams()} * p.T * p.n > spec.bd_max_stride)
+      refuse("has a block beyond the shim BD wrap / size / stride limits");
+}
+
 npu::Design make_gemv_design(const LinearPlan& p, const npu::DeviceSpec& spec) {
   npu::Design d;
-  d.name = fmt::format("linear_M{}_K{}_N{}_gemv_{}x{}x{}_s{}{}", p.M, p.K, p.N, p.m, p.k, p.n,
-                       p.streams(), p.x_resident ? "_xres" : "");
+  d.name = fmt::format("linear_M{}_K{}_N{}_gemv_{}x{}x{}_s{}{}{}", p.M, p.K, p.N, p.m, p.k, p.n,
+                       p.streams(), p.x_resident ? "_xres" : "", p.y_rows() ? "_yrows" : "");
   d.host_buffers.push_back({kXHost, p.S * p.m * p.Kp() * 2, 2});
+  if (p.y_rows()) d.host_buffers.push_back({"y_rows", p.M * p.N * 2, 2});
   for (int c = 0; c < p.C; ++c) {
     if (active_rows(p, c) == 0) continue;
     for (int j = 0; j < p.streams_in(c); ++j)
       d.host_buffers.push_back({w_host(c, j), p.NB * p.kb * p.T * p.n * p.k * 2, 2});
-    d.host_buffers.push_back({y_host(c), p.S * p.NB * active_rows(p, c) * p.m * p.n * 2, 2});
+    if (!p.y_rows())
+      d.host_buffers.push_back({y_host(c), p.S * p.NB * active_rows(p, c) * p.m * p.n * 2, 2});
   }
   add_linear_launches(d, p, [&](npu::Launch& l, const LinearLaunch& at) {
     add_fifos(l, p, spec);
@@ -210,6 +290,11 @@ void pack_gemv_w(const LinearPlan& p, const npu::Design& d, std::span<const floa
 std::vector<float> unpack_gemv_y(const LinearPlan& p, const npu::Design& d,
                                  const npu::HostMemory& host) {
   std::vector<float> y(static_cast<size_t>(p.M * p.N));
+  if (p.y_rows()) {
+    const bf16* src = host_bf16(d, "y_rows", host);
+    for (size_t i = 0; i < y.size(); ++i) y[i] = bf16_to_f32(src[i]);
+    return y;
+  }
   for (int c = 0; c < p.C; ++c) {
     const int rows = active_rows(p, c);
     if (rows == 0) continue;

@@ -215,6 +215,12 @@ LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& s
   // Shim BDs on an x shim: its W tasks and a y task per launch, plus x tasks
   // (one for a resident x, else one per M step and 255 repeats of it).
   const int64_t w_tasks = p.gemm ? 1 : p.streams_in(0);
+  if (!p.gemm && p.y_rows()) {  // one row: one M step, one launch
+    check_gemv_rows(p, spec);
+    p.s_per_launch = 1;
+    p.nb_per_launch = p.NB;
+    return p;
+  }
   if (p.rowmajor) {  // x and y tasks per M step on every x shim, W once
     check_linear_rowmajor(p, spec);
     p.s_per_launch = std::min({p.S, spec.bd_max_repeat,

@@ -189,7 +189,31 @@ npu::Design make_rowmajor_design(const RowwiseSpec& s, const RowwisePlan& p,
   return d;
 }
 
+// Column c's output rows written into a head-major out_host: row by row, each
+// row's heads `out_rows * unit` apart.
+npu::AccessPattern head_major_rows(const RowwiseSpec& s, const RowwisePlan& p, int c,
+                                   const npu::DeviceSpec& spec) {
+  const int64_t rows = p.S * p.R * p.m, heads = p.wt / s.out_unit;
+  if (p.heads_mode || p.wt != s.cols || s.cols % s.out_unit != 0 || rows > spec.bd_max_size ||
+      heads > spec.bd_max_size || s.out_unit > spec.bd_max_wrap ||
+      s.out_rows * s.out_unit > spec.bd_max_stride)
+    throw_error<LimitError>("{}: a head-major output of {} heads x {} rows x {} exceeds the shim "
+                            "BD size / wrap / stride limits of {} (or the heads do not tile {} "
+                            "columns)", s.what, s.cols / std::max<int64_t>(s.out_unit, 1),
+                            s.out_rows, s.out_unit, spec.name, s.cols);
+  npu::AccessPattern a;
+  a.offset = (s.out_row0 + c * rows) * s.out_unit;
+  a.dims = {{rows, s.out_unit}, {heads, s.out_rows * s.out_unit}, {s.out_unit, 1}};
+  return a;
+}
+
 }  // namespace
+
+// Element (row, col) of out_host (row-major, or head-major with out_unit).
+int64_t rowwise_out_index(const RowwiseSpec& s, int64_t row, int64_t col) {
+  if (s.out_unit <= 0) return row * s.cols + col;
+  return (col / s.out_unit * s.out_rows + row) * s.out_unit + col % s.out_unit;
+}
 
 npu::Design make_rowwise_design(const RowwiseSpec& s, const RowwisePlan& p,
                                 const npu::DeviceSpec& spec) {
@@ -215,6 +239,9 @@ npu::Design make_rowwise_design(const RowwiseSpec& s, const RowwisePlan& p,
     if (s.out_host.empty()) {
       d.host_buffers.push_back({y, col_elems * 2, 2});
       l.sequence.push_back(b::from_device(fmt::format("y{}", c), y));
+    } else if (s.out_unit > 0) {
+      l.sequence.push_back(b::from_device(fmt::format("y{}", c), s.out_host,
+                                          head_major_rows(s, p, c, spec)));
     } else {
       l.sequence.push_back(b::from_device(
           fmt::format("y{}", c), s.out_host,
@@ -308,15 +335,15 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
     }
     if (role.role == RowwiseInput::Role::out_init) {
       bf16* o = host_bf16(*d, rs.out_host, host);
-      for (size_t i = 0; i < v.size(); ++i) o[i] = f32_to_bf16(v[i]);
+      const auto n = static_cast<int64_t>(v.size());
+      for (int64_t i = 0; i < n; ++i) o[rowwise_out_index(rs, i / rs.cols, i % rs.cols)] = f32_to_bf16(v[i]);
       // Padded stream rows carry the rows they will overwrite.
       for (int c = 0; c < pl.C; ++c) {
         bf16* dst = host_bf16(*d, fmt::format("in_c{}", c), host);
         for_blocks(rs, pl, c, 1, [&](int64_t h, int64_t flat) {
           if (flat >= 0) return;
           int64_t row = rs.out_row0 + c * pl.S * pl.R * pl.m + h / pl.wt;
-          if (row * pl.wt + h % pl.wt < static_cast<int64_t>(v.size()))
-            dst[h] = o[row * pl.wt + h % pl.wt];
+          if (row * pl.wt + h % pl.wt < n) dst[h] = o[rowwise_out_index(rs, row, h % pl.wt)];
         });
       }
       return;
@@ -341,7 +368,8 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
     std::vector<float> y(static_cast<size_t>(out_numel));
     if (!rs.out_host.empty() || rs.rowmajor) {
       const bf16* o = host_bf16(*d, rs.rowmajor ? std::string("y_rows") : rs.out_host, host);
-      for (int64_t i = 0; i < out_numel; ++i) y[i] = bf16_to_f32(o[i]);
+      for (int64_t i = 0; i < out_numel; ++i)
+        y[i] = bf16_to_f32(o[rs.rowmajor ? i : rowwise_out_index(rs, i / rs.cols, i % rs.cols)]);
       return y;
     }
     for (int c = 0; c < pl.C; ++c) {

@@ -10,16 +10,18 @@
 //   build          every NPU launch's design built (DesignCache), its timing,
 //                  weight and activation layout keys
 //   kv-resident    decode: the KV cache lives in DDR between calls in one
-//                  T-independent row-major layout the attention reads as it
+//                  T-independent head-major layout the attention reads as it
 //                  is; kv_append runs on the NPU and writes the new rows into
 //                  it in place, so no step re-packs the cache (kept when the
 //                  predicted time drops)
 //   align-layouts  the producer writes the layout its readers read: for each
 //                  activation whose producer and readers are all NPU launches,
 //                  they are rebuilt in the row-major layout (kernels/
-//                  activation_layout.h) when every one can be and the plan's
-//                  predicted time drops (greedy, in plan order), so the edge
-//                  is charged no re-layout and fuse may merge across it
+//                  activation_layout.h) when every one can be (or the
+//                  producer's output alone, when its readers already read
+//                  it plain) and the plan's predicted time once fused drops
+//                  (greedy, in plan order), so the edge is charged no
+//                  re-layout and fuse may merge across it
 //   fuse           merges consecutive NPU steps of one layer into one multi-
 //                  launch dispatch wherever every value passed inside it is
 //                  already in the layout its reader wants (a dispatch cannot

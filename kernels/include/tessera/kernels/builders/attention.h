@@ -26,12 +26,14 @@
 //
 // Resident KV (attention_decode TileOptions "cache_rows" = R >= T): k and v are
 // read where the cache lives between decode steps instead, host buffers
-// "k_cache" / "v_cache" of R rows x kv_heads * head_dim, plain row-major bf16
-// (row t = position t, rows past T unused), the layout kv_append with
-// "cache_rows" = R writes in place. It does not depend on T, so no step
-// re-packs the cache; the shim cuts each tile's blocks out of it with one 3-D
-// task per (round, block, K|V), so the context a column can stream is bounded
-// by its shim BDs (LimitError beyond).
+// "k_cache" / "v_cache" holding [kv_heads][R][head_dim] bf16, head-major (row
+// t of head h = position t, rows past T unused), the layout kv_append with
+// "cache_rows" = R and "cache_head_dim" = head_dim writes in place. It does
+// not depend on T, so no step re-packs the cache; a tile's block is one
+// contiguous run (whole DDR bursts, where a row-major cache gave a run of
+// head_dim per row). The shim takes one task per (round, block, K|V), so the
+// partial launch is split by rounds into launches whose tasks fit its BDs; a
+// single round past them is a LimitError.
 #include <cstdint>
 #include <vector>
 
@@ -75,6 +77,7 @@ struct DecodePlan {
   int64_t nb = 0;      // blocks per tile per item
   int64_t rounds = 0;  // items per column
   int64_t cache_rows = 0;  // > 0: resident K/V buffers of this many rows
+  int64_t rounds_per_launch = 0;  // partial launches take this many rounds each
   int64_t state_floats() const { return G * (D + 2); }
   int64_t l1_bytes() const;
 };

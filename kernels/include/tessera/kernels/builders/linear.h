@@ -64,11 +64,11 @@ struct LinearPlan {
   // per object and the core calls gemm wk times on it (b_off), with n shrunk
   // until the object fits L1 double-buffered.
   int64_t wk = 1;
-  // kRowMajorTile (gemm only): x and y in one row-major buffer each, the
+  // kRowMajorTile (gemm; gemv: see check_gemv_rows): x and y in one row-major buffer each, the
   // blocks cut by the shim tasks (linear_rowmajor.cpp); M steps past the
   // end re-read the last R * m rows and write them back unchanged.
   bool rowmajor = false;
-  // kRowMajorOutTile (gemm only): y alone row-major, x blocked, the weight
+  // kRowMajorOutTile (gemm; gemv: see check_gemv_rows): y alone row-major, x blocked, the weight
   // panel kept (y leaves per launch as N blocks x the launch's rows).
   bool rowmajor_y = false;
   bool y_rows() const { return rowmajor || rowmajor_y; }
@@ -129,7 +129,12 @@ void add_rowmajor_y(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& 
 // its stride), or 0 when none fits.
 int64_t rowmajor_row_split(const LinearPlan& p, int64_t steps, const npu::DeviceSpec& spec);
 
-// The gemv dataflow's design and packing (linear_gemv.cpp).
+// The gemv dataflow's design and packing (linear_gemv.cpp). Row-major y
+// (kRowMajorOutTile, or kRowMajorTile with x plain as well: Kp = K) for one
+// row (decode): y is one buffer of N bf16, each column's block object written
+// where its rows are, objects past N pulled back to end at N (recomputed rows
+// written back unchanged), so there is no padding; LimitError otherwise.
+void check_gemv_rows(const LinearPlan& p, const npu::DeviceSpec& spec);
 npu::Design make_gemv_design(const LinearPlan& p, const npu::DeviceSpec& spec);
 void pack_gemv_w(const LinearPlan& p, const npu::Design& d, std::span<const float> w,
                  npu::HostMemory& host);

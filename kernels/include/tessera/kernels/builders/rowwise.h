@@ -44,6 +44,9 @@ struct RowwiseSpec {
   // out_rows rows) instead of per-column output buffers: zero-copy writes.
   std::string out_host;
   int64_t out_row0 = 0, out_rows = 0;
+  // > 0: out_host is head-major, [cols / out_unit][out_rows][out_unit] (the
+  // resident KV cache: each head's rows one contiguous run), else row-major.
+  int64_t out_unit = 0;
   // kRowMajorTile: streams and output in one row-major buffer each (below).
   bool rowmajor = false;
 };
@@ -87,6 +90,9 @@ struct RowwiseInput {
   // identity).
   int index = 0;
 };
+
+// Element (row, col) of a zero-copy out_host in its layout (out_unit).
+int64_t rowwise_out_index(const RowwiseSpec& s, int64_t row, int64_t col);
 
 // Validated design + pack / unpack for the given inputs (in OpShape order).
 BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::DeviceSpec& spec,
