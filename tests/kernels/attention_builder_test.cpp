@@ -14,6 +14,8 @@
 #include "tessera/kernels/builders/attention.h"
 #include "tessera/kernels/op_builder.h"
 #include "tessera/kernels/tile_search.h"
+#include "tessera/kernels/builders/builder_support.h"
+#include "tessera/npu/timing.h"
 #include "tessera/oracle/ops.h"
 
 namespace tessera::kernels {
@@ -263,6 +265,94 @@ TEST(AttentionBuilder, ImpossibleShapesAreLimitErrors) {
   EXPECT_THROW(op_builder("attention_prefill").build(prefill_shape({4, 0, 2, 1, 64}), spec,
                                                      {{"rows", 99}}),
                LimitError);
+}
+
+// Per launch (the rounds at positions [r0, r0 + rounds_per_launch) of every
+// column), the spread between the columns' K/V blocks: a launch lasts as long
+// as its busiest column, so this is the causal work the others wait for.
+int64_t worst_launch_spread(const PrefillPlan& p) {
+  int64_t most = 0, worst = 0;
+  for (const auto& col : p.rounds) most = std::max<int64_t>(most, std::ssize(col));
+  for (int64_t r0 = 0; r0 < most; r0 += p.rounds_per_launch) {
+    int64_t hi = 0, lo = INT64_MAX;
+    for (const auto& col : p.rounds) {
+      int64_t sum = 0;
+      for (int64_t i = r0; i < std::min<int64_t>(std::ssize(col), r0 + p.rounds_per_launch); ++i)
+        sum += col[static_cast<size_t>(i)].nkv;
+      hi = std::max(hi, sum);
+      lo = std::min(lo, sum);
+    }
+    worst = std::max(worst, hi - lo);
+  }
+  return worst;
+}
+
+// The same rounds dealt in turn (round i of head-major order to column i % C),
+// the order the builder used before: the planted imbalance.
+PrefillPlan dealt_in_turn(PrefillPlan p) {
+  std::vector<PrefillRound> all;
+  for (const auto& col : p.rounds) all.insert(all.end(), col.begin(), col.end());
+  std::sort(all.begin(), all.end(), [](const PrefillRound& a, const PrefillRound& b) {
+    return std::pair(a.h, a.j) < std::pair(b.h, b.j);
+  });
+  for (auto& col : p.rounds) col.clear();
+  for (size_t i = 0; i < all.size(); ++i) p.rounds[i % p.rounds.size()].push_back(all[i]);
+  return p;
+}
+
+// With as many KV heads as columns (llama-3.2-1b: 8 on xdna2's 8 columns), the
+// snake deal hands each column one round of every j group per pass, all with
+// the same K/V blocks, so every launch's columns carry exactly the same causal
+// work; dealt in turn, column C-1 always holds the latest j and waits for none.
+// A ragged GQA shape (2 KV heads, S not a multiple of the blocks) stays within
+// the largest round's K/V blocks (derived: a pair of snake passes adds a
+// descending and an ascending run of the sorted rounds, so a launch's spread
+// telescopes to at most the range of its rounds).
+TEST(AttentionBuilder, PrefillRoundsShareTheCausalWorkOfEveryLaunch) {
+  const auto spec = npu::DeviceSpec::preset("xdna2");
+  const PrefillPlan llama =
+      plan_attention_prefill(prefill_shape({2048, 0, 32, 8, 64}), spec, {{"bq", 4}, {"bk", 64}});
+  EXPECT_EQ(worst_launch_spread(llama), 0);
+  EXPECT_GT(worst_launch_spread(dealt_in_turn(llama)), 0);  // the planted order is caught
+  const PrefillPlan ragged = plan_attention_prefill(prefill_shape({1000, 0, 12, 2, 64}), spec,
+                                                    {{"bq", 3}, {"bk", 32}});
+  int64_t top = 0;
+  for (const auto& col : ragged.rounds)
+    for (const auto& rd : col) top = std::max(top, rd.nkv);
+  EXPECT_LE(worst_launch_spread(ragged), top);
+  EXPECT_GT(worst_launch_spread(dealt_in_turn(ragged)), worst_launch_spread(ragged));
+}
+
+// Busiest tile over mean tile compute, summed over the launches (1 = every
+// tile of every launch does the same causal work).
+double tile_imbalance(const BuiltOp& b, const npu::DeviceSpec& spec) {
+  ensure_tile_kernels_registered();
+  const npu::DispatchTiming t = npu::estimate_time(b.design, spec);
+  double busiest = 0, mean = 0;
+  for (const auto& l : t.launches) {
+    double top = 0, sum = 0;
+    for (const auto& tt : l.tiles) {
+      top = std::max(top, tt.seconds);
+      sum += tt.seconds;
+    }
+    busiest += top;
+    mean += sum / static_cast<double>(l.tiles.size());
+  }
+  return busiest / mean;
+}
+
+// The default bq puts a round's R * bq query positions inside one K/V block,
+// so the R tiles of a round see the same blocks (llama-3.2-1b at 2048 tokens:
+// 4 rows x 8 positions in blocks of 64 keys) and no tile waits for a busier
+// one; the old default (bq = 12: 48 positions straddling blocks) is caught.
+TEST(AttentionBuilder, PrefillDefaultRoundSeesOneKvBlockPerTile) {
+  const auto spec = npu::DeviceSpec::preset("xdna2");
+  const OpShape s = prefill_shape({2048, 0, 32, 8, 64});
+  const BuiltOp def = op_builder("attention_prefill").build(s, spec);
+  EXPECT_EQ(def.tiles.at("bk") % (def.tiles.at("rows") * def.tiles.at("bq")), 0);
+  EXPECT_NEAR(tile_imbalance(def, spec), 1.0, 1e-9);
+  const BuiltOp old = op_builder("attention_prefill").build(s, spec, {{"bq", 12}, {"bk", 64}});
+  EXPECT_GT(tile_imbalance(old, spec), 1.01);
 }
 
 // Every attention shape of every preset at seq 17 (prefill) and seq 1 over

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -40,13 +41,14 @@ int64_t last_pos(const PrefillPlan& p, int64_t qb) {
 }
 int64_t blocks_seen(const PrefillPlan& p, int64_t qb) { return ceil_div(last_pos(p, qb) + 1, p.bk); }
 
-// Picks bk and the largest bq that fits L1; bq is capped so that the query
+// Picks bk and the largest bq that fits L1 (stepped down to one whose rounds
+// fall inside a K/V block, see below); bq is capped so that the query
 // blocks of all heads still cover every tile when S is short.
 void choose_blocks(PrefillPlan& p, const TileOptions& t, const npu::DeviceSpec& spec) {
   const int64_t budget = spec.compute.memory_bytes;
   const int64_t units_per_head = std::max<int64_t>(1, ceil_div(int64_t{p.C} * p.R, p.kv_heads));
   const int64_t bq_cap = opt(t, "bq", std::max<int64_t>(1, ceil_div(p.S, units_per_head)));
-  int64_t best = -1;
+  std::tuple<int64_t, int64_t, int64_t> best{-1, 0, 0};
   PrefillPlan chosen = p;
   const std::vector<int64_t> bks =
       t.count("bk") ? std::vector<int64_t>{t.at("bk")} : std::vector<int64_t>{128, 64, 32, 16, 8};
@@ -63,32 +65,59 @@ void choose_blocks(PrefillPlan& p, const TileOptions& t, const npu::DeviceSpec& 
         break;
       }
     }
+    // A round's R tiles own R * bq consecutive query positions; when those
+    // fit one K/V block (bk a multiple of R * bq), every tile of the round
+    // sees the same number of blocks, so none waits for a busier neighbour.
+    if (!t.count("bq") && c.bk % int64_t{c.R} == 0) {
+      int64_t even = c.bq;
+      while (even > 1 && c.bk % (int64_t{c.R} * even) != 0) --even;
+      if (c.bk % (int64_t{c.R} * even) == 0) c.bq = even;
+    }
     if (t.count("bq") && c.bq != t.at("bq")) continue;
-    // Work per flash_attn call, then fewer K/V re-streams (larger bq).
-    const int64_t score = c.rows() * c.bk * 4 + c.bq;
+    // Work per flash_attn call, then the longer K/V block (a call's matrix
+    // loops and per-row softmax cost are paid per block, not per score),
+    // then fewer K/V re-streams (larger bq).
+    const std::tuple score{c.rows() * c.bk, c.bk, c.bq};
     if (score > best) {
       best = score;
       chosen = c;
     }
   }
-  if (best < 0)
+  if (std::get<0>(best) < 0)
     throw_error<LimitError>("{}: no (bq, bk) block fits the {}-byte L1 of {} (q, K/V x{}, fp32 "
                             "state, out; options bq={} bk={})", shape_text(p), budget, spec.name,
                             opt(t, "kv_depth", 4), opt(t, "bq", 0), opt(t, "bk", 0));
   p = chosen;
 }
 
+// Causal rounds grow with j (round j's tiles see about j blocks), and a
+// launch lasts as long as its busiest column: dealt in turn (round i to
+// column i % C) the last column always holds the latest j of each group of C
+// and sets the pace of every launch. Heaviest first, dealt in a snake (0..C-1,
+// C-1..0, ...) so the rounds at the same position of every column's list --
+// the ones that share a launch -- carry nearly the same K/V blocks.
+void deal_rounds(PrefillPlan& p, std::vector<PrefillRound> all) {
+  std::stable_sort(all.begin(), all.end(),
+                   [](const PrefillRound& a, const PrefillRound& b) { return a.nkv > b.nkv; });
+  p.rounds.assign(static_cast<size_t>(p.C), {});
+  for (size_t i = 0; i < all.size(); ++i) {
+    const size_t pos = i % static_cast<size_t>(p.C), pass = i / static_cast<size_t>(p.C);
+    const size_t c = pass % 2 == 0 ? pos : static_cast<size_t>(p.C) - 1 - pos;
+    p.rounds[c].push_back(all[i]);
+  }
+}
+
 void assign_rounds(PrefillPlan& p, const npu::DeviceSpec& spec) {
   p.QB = ceil_div(p.S, p.bq);
   p.NKB = ceil_div(p.T(), p.bk);
   const int64_t J = ceil_div(p.QB, p.R);
-  p.rounds.assign(static_cast<size_t>(p.C), {});
-  int64_t i = 0;
+  std::vector<PrefillRound> all;
   for (int64_t h = 0; h < p.kv_heads; ++h)
-    for (int64_t j = 0; j < J; ++j, ++i) {
+    for (int64_t j = 0; j < J; ++j) {
       const int64_t last_qb = std::min(p.QB, (j + 1) * p.R) - 1;
-      p.rounds[static_cast<size_t>(i % p.C)].push_back({h, j, blocks_seen(p, last_qb)});
+      all.push_back({h, j, blocks_seen(p, last_qb)});
     }
+  deal_rounds(p, std::move(all));
   // Shim BDs per launch and column: one q task, one out task, a K/V task per round.
   p.rounds_per_launch = std::min<int64_t>(spec.shim.buffer_descriptors - 2, spec.bd_max_repeat);
   if (p.rounds_per_launch < 1)

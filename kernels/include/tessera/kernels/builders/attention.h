@@ -12,6 +12,8 @@
 // through a mem-tile join. Blocks entirely in the past of a query block run
 // with causal = 0; the diagonal / ragged last block carries its own q_pos0,
 // k_pos0 and kv_rows, so S, P not multiples of the blocks stay exact.
+// Rounds are dealt to the columns heaviest first in a snake order, so the
+// rounds that share a launch carry about the same causal work in every column.
 //
 // attention_decode (kernels decode_attn / attn_merge): launch 1 splits the
 // context of every KV head over C*R tiles (item (h, chunk) per column round,
