@@ -5,6 +5,7 @@
 // slope / epsilon / accumulation bug (core/mutants.h) leaves elements outside.
 #include <cmath>
 #include <cstdint>
+#include <iostream>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -209,6 +210,25 @@ TEST(Bf16Reference, HonestAttentionStaysInsideInItsBlockOrder) {
   const OpShape att{"attention_decode", {{"T", 1}, {"heads", 1}, {"kv_heads", 1}, {"head_dim", 2}}, {}};
   const std::vector<float> two(2, 1.0f);
   EXPECT_THROW(bf16_reference(att, {two, two, two}), UsageError);  // no schedule
+}
+
+// The intervals are not vacuous: at every score range nearly every element
+// has a single accepted bf16 value (lo == hi), so a kernel may differ from the
+// reference only where the fp32 freedoms straddle a rounding midpoint.
+TEST(Bf16Reference, AttentionIntervalsAreMostlyOneBf16Value) {
+  for (const double qs : {1.0, std::ldexp(1.0, -6), 128.0})
+    for (const bool prefill : {true, false}) {
+      const AttnSchedule sc = prefill ? AttnSchedule{16, 0} : AttnSchedule{8, 2};
+      const AttnRun r = run_attention(prefill, prefill ? 40 : 1, prefill ? 0 : 39, qs, sc);
+      const std::vector<std::span<const float>> spans(r.in.begin(), r.in.end());
+      const Bf16Bounds b = *bf16_reference(r.shape, spans, sc);
+      size_t single = 0;
+      for (size_t i = 0; i < b.lo.size(); ++i) single += b.lo[i] == b.hi[i] ? 1 : 0;
+      const double frac = static_cast<double>(single) / static_cast<double>(b.lo.size());
+      std::cout << (prefill ? "prefill" : "decode") << " q scale " << qs << ": " << frac
+                << " of elements with one accepted value\n";
+      EXPECT_GE(frac, 0.9) << (prefill ? "prefill" : "decode") << ", q scale " << qs;
+    }
 }
 
 // The block order is part of the semantics: the weights of a block are
