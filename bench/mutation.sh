@@ -3,7 +3,11 @@
 # (it must pass) and once per named mutant (core/mutants.h, switched on with
 # --plant-bug mutant:NAME) on each preset; one table row per (mutant, preset):
 # caught?, and the first failing phase, check (tap) and metrics. A mutant
-# that survives is a gate to strengthen. Exit 0 only at a 100 % score.
+# that survives is a gate to strengthen. Only a gate failure is a catch (exit
+# 5 with a failing gate check in report.json); a deploy that fails any other
+# way (disk full, a crash, a limit, a usage error) is an error of the harness,
+# shown as ERR and left out of the score. Exit 0 only at a 100 % score, 1 when
+# a mutant survived, 3 when a run erred (the score is then incomplete).
 # -a scores the mutants kept aside instead (MutantInfo::aside: written after
 # the gates were tuned, never used to tune them): the check that the gates
 # catch bugs nobody planted for them.
@@ -17,7 +21,7 @@ while getopts "ab:p:m:l:t:o:" o; do
     a) aside=yes ;;
     b) bin="$OPTARG" ;; p) presets="$OPTARG" ;; m) mutants="$OPTARG" ;;
     l) layers="$OPTARG" ;; t) tokens="$OPTARG" ;; o) out="$OPTARG" ;;
-    *) sed -n 2,11p "$0"; exit 2 ;;
+    *) sed -n 2,15p "$0"; exit 2 ;;
   esac
 done
 # core/src/mutants.cpp: one {Mutant::id, "name", ...} per line; aside ones end ", true},".
@@ -61,13 +65,17 @@ needs() {
   esac
 }
 
-status=0
+status=0 errors=0
 printf "%-24s %-14s %-7s %-5s %-26s %s\n" mutant preset caught phase check metric
 for p in $presets; do
-  if ! "$bin" deploy --preset "$p" --layers "$layers" --tokens "$tokens" --out "$out/$p-honest" --fresh > "$out/$p-honest.log" 2>&1; then
-    echo "honest deploy of $p fails (a false failure, not a mutation result):"; tail -3 "$out/$p-honest.log"; exit 1
+  "$bin" deploy --preset "$p" --layers "$layers" --tokens "$tokens" --out "$out/$p-honest" --fresh > "$out/$p-honest.log" 2>&1
+  rc=$?
+  if [ "$rc" -ne 0 ]; then
+    if [ "$rc" -eq 5 ]; then echo "honest deploy of $p fails a gate (a false failure, not a mutation result):"
+    else echo "honest deploy of $p fails with exit $rc (an error of the harness, not a gate):"; fi
+    tail -3 "$out/$p-honest.log"; exit "$([ "$rc" -eq 5 ] && echo 1 || echo 3)"
   fi
-  caught=0 total=0
+  caught=0 total=0 erred=0
   traits="$("$bin" presets | grep "^$p:")"
   for m in $mutants; do
     need="$(needs "$m")"
@@ -76,19 +84,27 @@ for p in $presets; do
       continue
     fi
     d="$out/$p-$m"
-    "$bin" deploy --preset "$p" --layers "$layers" --tokens "$tokens" --out "$d" --fresh --plant-bug "mutant:$m" > "$d.log" 2>&1
+    ( "$bin" deploy --preset "$p" --layers "$layers" --tokens "$tokens" --out "$d" --fresh --plant-bug "mutant:$m" > "$d.log" 2>&1 )
     rc=$?
     IFS=$'\t' read -r phase check why < <(verdict "$d/report.json")
-    total=$((total + 1))
     # Phase 7 refusing a deployment because it was made with a planted bug
     # is bookkeeping, not a gate catching the bug: the mutant survived.
     if [ "$rc" -eq 5 ] && [ "$phase" = 7 ] && [[ "$why" == *"planted bug"* ]]; then c=NO; status=1
-    elif [ "$rc" -eq 5 ]; then caught=$((caught + 1)); c=yes
+    elif [ "$rc" -eq 5 ] && [ "$check" != "-" ]; then caught=$((caught + 1)); c=yes
     elif [ "$rc" -eq 0 ]; then c=NO; status=1
-    else c="err$rc"; caught=$((caught + 1)); why="$(tail -1 "$d.log" | cut -c1-110)"; fi
+    else
+      c="ERR$rc" erred=$((erred + 1)) why="$(tail -1 "$d.log" | cut -c1-110)"
+      [ "$rc" -gt 128 ] && why="killed by signal $((rc - 128)) $why"
+    fi
+    [ "$c" = "ERR$rc" ] || total=$((total + 1))
     printf "%-24s %-14s %-7s %-5s %-26s %s\n" "$m" "$p" "$c" "$phase" "$check" "$why"
     rm -rf "$d"
   done
-  echo "mutation score $p: $caught / $total ($((100 * caught / total)) %)"
+  echo "mutation score $p: $caught / $total ($((total > 0 ? 100 * caught / total : 0)) %)"
+  if [ "$erred" -gt 0 ]; then
+    echo "harness errors $p: $erred run(s) failed other than by a gate (ERR rows, not scored)"
+    errors=$((errors + erred))
+  fi
 done
+[ "$errors" -eq 0 ] || exit 3
 exit $status

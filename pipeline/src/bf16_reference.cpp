@@ -14,6 +14,8 @@
 //    2^-29 of u32, negligible.
 #include "tessera/pipeline/bf16_reference.h"
 
+#include "bf16_reference_internal.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -27,16 +29,12 @@ namespace tessera::pipeline {
 
 using kernels::OpShape;
 
-namespace {
+namespace bf16ref {
 
-const double u32 = std::ldexp(1.0, -24);
-
-// delta / A of a reduction over k terms of one fp32 accumulator.
 double reduction_delta(int64_t k) {
-  return stat_rule("z_limit") * std::sqrt(static_cast<double>(std::max<int64_t>(k - 1, 0)) / 3.0) * u32;
+  return stat_rule("z_limit") * std::sqrt(static_cast<double>(std::max<int64_t>(k - 1, 0)) / 3.0) * kU32;
 }
 
-// Accepted bf16 values for an exact result y known to +- delta.
 void put(Bf16Bounds& b, size_t i, double y_lo, double y_hi) {
   b.lo[i] = round_bf16(static_cast<float>(y_lo));
   b.hi[i] = round_bf16(static_cast<float>(y_hi));
@@ -48,6 +46,28 @@ Bf16Bounds sized(size_t n) {
   b.hi.resize(n);
   return b;
 }
+
+// The polynomial's 1.4e-6 truncation plus ~10 fp32 roundings, and the fp32
+// product x log2(e) that becomes its exponent (|x| u32 absolute there, |x|
+// u32 relative after) with log2(e) itself in fp32 (as much again).
+Interval exp_tile_bounds(Interval x) {
+  const double inf = std::numeric_limits<double>::infinity();
+  auto one = [&](double xe, double side) -> double {
+    if (xe == -inf) return 0.0;
+    const double b = round_bf16(static_cast<float>(xe));  // the bf16 operand
+    const double e = std::exp(b) * (1 + side * (1.4e-6 + 10 * kU32 + 3 * std::fabs(b) * kU32));
+    if (side < 0 && e < std::ldexp(1.0, -125)) return 0.0;  // may be flushed (2^y < 2^-126)
+    return round_bf16(static_cast<float>(e));  // inf past fp32
+  };
+  return {one(x.lo, -1), one(x.hi, 1)};
+}
+
+}  // namespace bf16ref
+
+namespace {
+
+using namespace bf16ref;
+const double u32 = kU32;
 
 // y[m, n] = sum_k x[m, k] w[n, k]: exact products, one fp32 accumulator per
 // output (however the design splits K), one RNE.
@@ -108,22 +128,19 @@ Bf16Bounds rope(const OpShape& s, std::span<const float> x, std::span<const floa
   return b;
 }
 
-// silu(g) * up with sigmoid = 1 / (1 + E), E = bf16(e^-g) from a bf16 operand
-// (kernels/nonlinear.h). The tile's e^ is a polynomial in fp32: <= 1.4e-6
-// truncation plus ~10 fp32 roundings, plus the fp32 product g log2(e) that
-// becomes its exponent (|g| u32 absolute there, |g| u32 relative after) and
-// log2(e) itself in fp32 (as much again): E may be either bf16 neighbour when
-// e^-g lies that close to a midpoint, so both candidates are accepted. Then
-// 1 + E, the reciprocal and two products: 4 u32 (5 with margin).
+// silu(g) * up with sigmoid = 1 / (1 + E), E = exp_tile(-g) from a bf16
+// operand (kernels/nonlinear.h): E may be either bf16 neighbour when e^-g
+// lies within the polynomial's error of a midpoint, so every candidate of
+// exp_tile_bounds is accepted. Then 1 + E, the reciprocal and two products:
+// 4 u32 (5 with margin).
 Bf16Bounds silu_mul(std::span<const float> gate, std::span<const float> up) {
   Bf16Bounds b = sized(gate.size());
   for (size_t i = 0; i < gate.size(); ++i) {
-    const double g = gate[i], e = std::exp(-g);
-    const double eps = 1.4e-6 + 10 * u32 + 3 * std::fabs(g) * u32;
+    const double g = gate[i];
+    const Interval E = exp_tile_bounds({-g, -g});
     double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-    for (const double f : {1 - eps, 1 + eps}) {
-      const double E = round_bf16(static_cast<float>(e * f));  // inf past fp32: sigmoid 0
-      const double y = std::isinf(E) ? 0.0 : g * up[i] / (1 + E);
+    for (const double e : {E.lo, E.hi}) {
+      const double y = std::isinf(e) ? 0.0 : g * up[i] / (1 + e);  // inf: sigmoid 0
       lo = std::min(lo, y);
       hi = std::max(hi, y);
     }
@@ -135,7 +152,8 @@ Bf16Bounds silu_mul(std::span<const float> gate, std::span<const float> up) {
 
 }  // namespace
 
-std::optional<Bf16Bounds> bf16_reference(const OpShape& s, const std::vector<std::span<const float>>& in) {
+std::optional<Bf16Bounds> bf16_reference(const OpShape& s, const std::vector<std::span<const float>>& in,
+                                         const AttnSchedule& attn) {
   const std::vector<int64_t> want = reference_input_sizes(s);  // UsageError for an unknown op
   if (in.size() != want.size())
     throw_error<UsageError>("{}: {} inputs given, the op takes {}", s.key(), in.size(), want.size());
@@ -148,6 +166,12 @@ std::optional<Bf16Bounds> bf16_reference(const OpShape& s, const std::vector<std
     return rmsnorm_rows(in[0], in[1], s.dim("M") * s.dim("heads"), s.dim("head_dim"), s.attr("eps", 1e-6));
   if (s.op == "rope") return rope(s, in[0], in[1], in[2]);
   if (s.op == "silu_mul") return silu_mul(in[0], in[1]);
+  if (s.op == "attention_prefill" || s.op == "attention_decode") {
+    if (attn.block < 1 || attn.chain < 0)
+      throw_error<UsageError>("{}: the BF16-exact reference of attention needs the design's block "
+                              "schedule (block {}, chain {})", s.key(), attn.block, attn.chain);
+    return bf16ref::attention(s, in[0], in[1], in[2], attn);
+  }
   return std::nullopt;
 }
 

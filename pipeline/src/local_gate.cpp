@@ -33,14 +33,6 @@ std::vector<float> row_of(const std::vector<float>& v, int64_t rows, int64_t las
   return {v.begin() + at, v.begin() + at + static_cast<std::ptrdiff_t>(width)};
 }
 
-// Whether the NPU sees a fixed input as bf16: weights are packed bf16 and the
-// KV caches hold bf16 rows; token ids are integers, and the RoPE design takes
-// its cos / sin tables as f32 (kernels/src/builders/rope.cpp).
-bool rounded(const ValueRef& r) {
-  if (r.kind == ValueKind::weight) return true;
-  return r.name != "token_ids" && r.name != "rope_cos" && r.name != "rope_sin";
-}
-
 // The weight and host inputs, rounded to bf16 once per name (the LM head and
 // a tied embedding share one table).
 class FixedCache {
@@ -51,7 +43,7 @@ class FixedCache {
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
     std::vector<float> v = f_(whole(r));
-    if (rounded(r)) round_bf16_inplace(v);
+    if (deployed_as_bf16(r)) round_bf16_inplace(v);
     return cache_.emplace(key, std::move(v)).first->second;
   }
 
@@ -68,6 +60,12 @@ int64_t rows_of(const kernels::OpShape& s, int64_t seq) {
 }
 
 }  // namespace
+
+// kernels/src/builders/rope.cpp packs its cos / sin tables as f32.
+bool deployed_as_bf16(const ValueRef& r) {
+  if (r.kind == ValueKind::weight) return true;
+  return r.name != "token_ids" && r.name != "rope_cos" && r.name != "rope_sin";
+}
 
 std::vector<LocalCheck> local_checks(const compiler::Graph& g,
                                      const std::map<std::string, std::vector<float>>& npu,

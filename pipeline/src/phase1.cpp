@@ -10,11 +10,13 @@
 #include "tessera/compiler/graph.h"
 #include "tessera/core/bf16.h"
 #include "tessera/core/error.h"
+#include "tessera/kernels/builders/attention.h"
 #include "tessera/kernels/builders/builder_support.h"
 #include "tessera/npu/timing.h"
 #include "tessera/oracle/oracle.h"
 #include "tessera/oracle/rope.h"
 #include "tessera/pipeline/bf16_reference.h"
+#include "tessera/pipeline/local_gate.h"
 #include "tessera/pipeline/reference_ops.h"
 
 namespace tessera::pipeline {
@@ -195,6 +197,19 @@ Metrics argmax_metrics(const std::vector<float>& logits, int64_t V, std::vector<
 
 using Inputs = std::vector<std::vector<float>>;
 
+// The block order the attention design runs (bf16_reference.h), from the
+// builder's own plan for the tiles it chose: prefill folds each row's keys in
+// blocks of bk into one state; decode gives every tile a chain of nb blocks.
+AttnSchedule attn_schedule(const kernels::OpShape& s, const kernels::BuiltOp& built,
+                           const npu::DeviceSpec& spec) {
+  if (s.op == "attention_prefill") return {kernels::plan_attention_prefill(s, spec, built.tiles).bk, 0};
+  if (s.op == "attention_decode") {
+    const kernels::DecodePlan p = kernels::plan_attention_decode(s, spec, built.tiles);
+    return {p.bk, p.nb};
+  }
+  return {};
+}
+
 // The op's own roofline (phase1.h): bf16 logical tensors each moved once,
 // capped by what the design moves (a gather reads only some table rows).
 void set_roofline(KernelResult& r, const kernels::BuiltOp& built, const npu::DispatchTiming& t,
@@ -269,7 +284,7 @@ KernelResult run_kernel(const Graph& g, const compiler::UniqueOp& u,
       nm.row_width = stat_row_width(u.shape.op, hd, ref.size(), g.seq);
       r.metrics = compare(ref, run.outputs.at(0), nm);
     }
-    if (const auto bounds = bf16_reference(u.shape, spans)) {
+    if (const auto bounds = bf16_reference(u.shape, spans, attn_schedule(u.shape, built, spec))) {
       const Bf16Verdict v = bf16_outside(*bounds, run.outputs.at(0));
       r.metrics.bf16_ref_outside = v.outside;
       r.metrics.bf16_ref_first = v.first;
@@ -406,15 +421,16 @@ Phase1Report run_phase1(const model::ModelConfig& config, const model::Weights& 
     values.evaluate();
     for (const auto& u : compiler::unique_ops(d.graph)) {
       const Node& node = d.graph.nodes[u.nodes.front()];
-      // The kernel gets bf16-exact inputs, as in the deployment (activations
-      // leave bf16 kernels, weights are packed bf16): the oracle op on the same
+      // The kernel gets the inputs the deployment gives it: bf16 activations
+      // (they leave bf16 kernels), weights and KV rows; token ids and the f32
+      // RoPE tables as they are (deployed_as_bf16). The oracle op on the same
       // values then differs only by the kernel's internal roundings, which the
-      // statistical gates model exactly. Token ids are integers, not rounded.
+      // statistical gates model exactly.
       auto fetch = [&] {
         Inputs in;
         for (const ValueRef& ref : node.inputs) {
           in.push_back(values.get(ref));
-          if (ref.name != "token_ids") round_bf16_inplace(in.back());
+          if (deployed_as_bf16(ref)) round_bf16_inplace(in.back());
         }
         return in;
       };

@@ -44,7 +44,8 @@ const std::vector<Threshold>& kernel_thresholds() {
        "same arithmetic as rmsnorm over head_dim-long rows."
        " Noise: the output rounding; rows are heads.", {true, 1, 0, 0}},
       {"rope", 4 * u, u, 0.9999, 0.9999,
-       "x, cos, sin rounded (3u for x*cos + rot(x)*sin, relative to |x|), bf16 out (u); the "
+       "x rounded, cos and sin the deployed f32 tables (<= 3u for x*cos + rot(x)*sin with bf16 "
+       "tables, relative to |x|: an upper bound), bf16 out (u); the "
        "rotation preserves the row norm, so max |ref| bounds |x|."
        " Noise: the output rounding of x*cos - rot(x)*sin computed in fp32 on bf16 operands.", {true, 1, 0, 0}},
       {"bias_add", 4 * u, u, 0.9999, 0.9999,

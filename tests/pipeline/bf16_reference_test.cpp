@@ -5,6 +5,7 @@
 // slope / epsilon / accumulation bug (core/mutants.h) leaves elements outside.
 #include <cmath>
 #include <cstdint>
+#include <iostream>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include "tessera/core/bf16.h"
 #include "tessera/core/error.h"
 #include "tessera/core/mutants.h"
+#include "tessera/kernels/flash_attention.h"
 #include "tessera/kernels/gemm.h"
 #include "tessera/kernels/gemv.h"
 #include "tessera/kernels/rmsnorm.h"
@@ -49,9 +51,10 @@ std::vector<float> to_f32(const std::vector<bf16>& b) {
   return v;
 }
 
-int64_t outside(const OpShape& s, const std::vector<std::vector<float>>& in, const std::vector<float>& got) {
+int64_t outside(const OpShape& s, const std::vector<std::vector<float>>& in, const std::vector<float>& got,
+                const AttnSchedule& sched = {}) {
   const std::vector<std::span<const float>> spans(in.begin(), in.end());
-  const auto b = bf16_reference(s, spans);
+  const auto b = bf16_reference(s, spans, sched);
   EXPECT_TRUE(b.has_value()) << s.key();
   return b ? bf16_outside(*b, got).outside : -1;
 }
@@ -96,6 +99,58 @@ int64_t silu_outside(double gate_scale, double up_scale) {
   return outside({"silu_mul", {{"M", 1}, {"N", static_cast<int64_t>(n)}}, {}}, {g, u}, to_f32(y));
 }
 
+// Attention through the real tile kernels in a given block order, the way the
+// builders call them (kernels/builders/attention.h): each row's visible keys
+// in blocks of sched.block; sched.chain > 0 gives each run of chain blocks its
+// own state, merged in key order (decode's tiles). kernel_scale: the scale the
+// tile is given (0: the shape's).
+struct AttnRun {
+  OpShape shape;
+  std::vector<std::vector<float>> in;  // q, k, v
+  std::vector<float> out;
+};
+
+AttnRun run_attention(bool prefill, int64_t S, int64_t P, double q_scale, const AttnSchedule& sched,
+                      double kernel_scale = 0) {
+  const int64_t H = 4, KV = 2, D = 64, G = H / KV, T = P + S, rows = prefill ? S : 1;
+  AttnRun r;
+  r.shape = prefill ? OpShape{"attention_prefill", {{"S", S}, {"P", P}, {"heads", H}, {"kv_heads", KV}, {"head_dim", D}}, {}}
+                    : OpShape{"attention_decode", {{"T", T}, {"heads", H}, {"kv_heads", KV}, {"head_dim", D}}, {}};
+  r.in = {values(static_cast<size_t>(rows * H * D), q_scale, 51), values(static_cast<size_t>(T * KV * D), 1.0, 52),
+          values(static_cast<size_t>(T * KV * D), 1.0, 53)};
+  r.out.resize(r.in[0].size());
+  const float scale = static_cast<float>(kernel_scale > 0 ? kernel_scale : 1.0 / std::sqrt(static_cast<double>(D)));
+  std::vector<float> acc(static_cast<size_t>(kernels::attn_state_floats(1, D))), st(acc.size());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t h = 0; h < H; ++h) {
+      std::vector<bf16> k(static_cast<size_t>(T * D)), v(k.size());
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t e = 0; e < D; ++e) {
+          k[static_cast<size_t>(t * D + e)] = f32_to_bf16(r.in[1][static_cast<size_t>((t * KV + h / G) * D + e)]);
+          v[static_cast<size_t>(t * D + e)] = f32_to_bf16(r.in[2][static_cast<size_t>((t * KV + h / G) * D + e)]);
+        }
+      const auto q = to_bf16(std::vector<float>(r.in[0].begin() + (i * H + h) * D, r.in[0].begin() + (i * H + h + 1) * D));
+      const int64_t pos = prefill ? P + i : T - 1, span = sched.chain > 0 ? sched.chain * sched.block : T;
+      kernels::attn_state_init(acc.data(), 1, D);
+      for (int64_t c0 = 0; c0 <= pos; c0 += span) {
+        kernels::attn_state_init(st.data(), 1, D);
+        for (int64_t k0 = c0; k0 < std::min(c0 + span, pos + 1); k0 += sched.block) {
+          const int64_t n = std::min({sched.block, c0 + span - k0, T - k0});
+          kernels::attn_block(q.data(), k.data() + k0 * D, v.data() + k0 * D, st.data(), {1, 1, n, D, pos, k0, true, scale});
+        }
+        if (sched.chain > 0) kernels::attn_merge(acc.data(), st.data(), 1, D);
+        else acc = st;
+      }
+      std::vector<bf16> y(static_cast<size_t>(D));
+      kernels::attn_finalize(acc.data(), y.data(), 1, D);
+      const auto yf = to_f32(y);
+      std::copy(yf.begin(), yf.end(), r.out.begin() + (i * H + h) * D);
+    }
+  return r;
+}
+
+int64_t attention_outside(const AttnRun& r, const AttnSchedule& sched) { return outside(r.shape, r.in, r.out, sched); }
+
 struct MutantScope {
   explicit MutantScope(Mutant m) { set_active_mutant(m); }
   ~MutantScope() { set_active_mutant(Mutant::none); }
@@ -139,6 +194,72 @@ TEST(Bf16Reference, PlantedKernelBugsLeaveElementsOutside) {
     const MutantScope m(Mutant::silu_slope_2pct);
     EXPECT_GT(silu_outside(4.0, 1.0), 1000);
   }
+}
+
+// Scores of order 0.3 (q_scale 1), near ties (every |score| < 2^-4: q_scale
+// 2^-6) and past the fp32 exp range (q_scale 128: scores of +-100, keys whose
+// weight flushes to 0), ragged last blocks, a prefix P, decode chains merged.
+TEST(Bf16Reference, HonestAttentionStaysInsideInItsBlockOrder) {
+  for (const double qs : {1.0, std::ldexp(1.0, -6), 128.0}) {
+    const AttnSchedule pre{16, 0}, dec{8, 2};
+    EXPECT_EQ(attention_outside(run_attention(true, 40, 0, qs, pre), pre), 0) << "prefill, q scale " << qs;
+    EXPECT_EQ(attention_outside(run_attention(true, 7, 5, qs, pre), pre), 0) << "prefill P=5, q scale " << qs;
+    EXPECT_EQ(attention_outside(run_attention(false, 1, 39, qs, dec), dec), 0) << "decode, q scale " << qs;
+    EXPECT_EQ(attention_outside(run_attention(false, 1, 39, qs, {8, 1}), {8, 1}), 0) << "decode chains of 1";
+  }
+  const OpShape att{"attention_decode", {{"T", 1}, {"heads", 1}, {"kv_heads", 1}, {"head_dim", 2}}, {}};
+  const std::vector<float> two(2, 1.0f);
+  EXPECT_THROW(bf16_reference(att, {two, two, two}), UsageError);  // no schedule
+}
+
+// The intervals are not vacuous: at every score range nearly every element
+// has a single accepted bf16 value (lo == hi), so a kernel may differ from the
+// reference only where the fp32 freedoms straddle a rounding midpoint.
+TEST(Bf16Reference, AttentionIntervalsAreMostlyOneBf16Value) {
+  for (const double qs : {1.0, std::ldexp(1.0, -6), 128.0})
+    for (const bool prefill : {true, false}) {
+      const AttnSchedule sc = prefill ? AttnSchedule{16, 0} : AttnSchedule{8, 2};
+      const AttnRun r = run_attention(prefill, prefill ? 40 : 1, prefill ? 0 : 39, qs, sc);
+      const std::vector<std::span<const float>> spans(r.in.begin(), r.in.end());
+      const Bf16Bounds b = *bf16_reference(r.shape, spans, sc);
+      size_t single = 0;
+      for (size_t i = 0; i < b.lo.size(); ++i) single += b.lo[i] == b.hi[i] ? 1 : 0;
+      const double frac = static_cast<double>(single) / static_cast<double>(b.lo.size());
+      std::cout << (prefill ? "prefill" : "decode") << " q scale " << qs << ": " << frac
+                << " of elements with one accepted value\n";
+      EXPECT_GE(frac, 0.9) << (prefill ? "prefill" : "decode") << ", q scale " << qs;
+    }
+}
+
+// The block order is part of the semantics: the weights of a block are
+// rounded relative to that block's running max, so the same honest kernel
+// judged in another order leaves elements outside at large scores.
+TEST(Bf16Reference, AttentionJudgedInAnotherBlockOrderDisagrees) {
+  const AttnRun r = run_attention(true, 40, 0, 128.0, {16, 0});
+  EXPECT_GT(attention_outside(r, {8, 0}), 0);
+}
+
+TEST(Bf16Reference, PlantedAttentionBugsLeaveElementsOutside) {
+  const AttnSchedule pre{16, 0}, dec{8, 2};
+  {
+    const MutantScope m(Mutant::attn_sum_bf16);
+    EXPECT_GT(attention_outside(run_attention(true, 40, 0, 1.0, pre), pre), 100) << "prefill";
+    EXPECT_GT(attention_outside(run_attention(false, 1, 39, 1.0, dec), dec), 10) << "decode";
+  }
+  {
+    const MutantScope m(Mutant::attn_sum_skip_last);
+    EXPECT_GT(attention_outside(run_attention(true, 40, 0, 1.0, pre), pre), 100);
+  }
+  {
+    const MutantScope m(Mutant::attn_mask_last_key);
+    EXPECT_GT(attention_outside(run_attention(true, 40, 0, 1.0, pre), pre), 100);
+  }
+  {
+    const MutantScope m(Mutant::attn_merge_weight);
+    EXPECT_GT(attention_outside(run_attention(false, 1, 39, 1.0, dec), dec), 10);
+  }
+  const double scale = 1.01 / std::sqrt(64.0);  // the softmax scale 1 % off
+  EXPECT_GT(attention_outside(run_attention(true, 40, 0, 4.0, pre, scale), pre), 100);
 }
 
 TEST(Bf16Reference, OpsWithoutAReferenceAndWrongSizes) {

@@ -47,6 +47,12 @@ struct LocalCheck {
 // NPU takes as bf16 (weights, KV caches).
 using FixedValue = std::function<std::vector<float>(const compiler::ValueRef&)>;
 
+// Whether the NPU takes an input as bf16 (activations leave bf16 kernels, weights are packed
+// bf16, the KV caches hold bf16 rows) rather than as given (token ids are
+// integers, the RoPE design takes f32 cos / sin tables): phase 1 and the local
+// gates feed each op what the deployment feeds it.
+bool deployed_as_bf16(const compiler::ValueRef& r);
+
 // One check per node of `g` whose output and activation inputs are all in
 // `npu` (executor values by ValueRef::str()); argmax nodes are left to their
 // own gate. `last_row` is the row a last_row ref takes (-1: the last), as in
