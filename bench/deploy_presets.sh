@@ -1,40 +1,50 @@
 #!/usr/bin/env bash
 # tessera deploy on every preset cut to 2 layers, then llama-3.2-1b and
 # qwen3-0.6b at full depth; prints one table row per deployment: phase
-# results, predicted prefill / decode time on the modelled NPU, and the host
-# wall time of the whole deploy on this machine.
-# usage: bench/deploy_presets.sh [TESSERA_BINARY] [OUT_DIR] [PRESET[:LAYERS] ...]
-#   (no presets given: the full list above)
+# results, predicted prefill / decode time on the modelled NPU (timing-model
+# predictions, not measurements), and the host wall time and peak RSS of the
+# whole deploy on this machine (GNU time).
+# usage: bench/deploy_presets.sh [--full] [TESSERA_BINARY] [OUT_DIR] [PRESET[:LAYERS] ...]
+#   --full: every preset at full depth (issue 16), smallest first. Each is a
+#   heavy run: on a shared machine run it alone (check `free -g`).
+#   (no presets given: the list above)
 set -uo pipefail
+full=0
+if [ "${1:-}" = "--full" ]; then full=1; shift; fi
 bin="${1:-build/cli/tessera}"
 out="${2:-$(mktemp -d)}"
 mkdir -p "$out"
 shift 2 2>/dev/null || shift $#
 jobs=("$@")
-if [ ${#jobs[@]} -eq 0 ]; then
-  for p in llama-3.2-1b llama-3.2-3b smollm2-135m smollm2-1.7b qwen2.5-0.5b qwen2.5-1.5b \
-           qwen2.5-3b qwen3-0.6b qwen3-1.7b qwen3-4b; do
-    jobs+=("$p:2")
+presets=(llama-3.2-1b llama-3.2-3b smollm2-135m smollm2-1.7b qwen2.5-0.5b qwen2.5-1.5b
+         qwen2.5-3b qwen3-0.6b qwen3-1.7b qwen3-4b)
+if [ ${#jobs[@]} -eq 0 ] && [ $full -eq 1 ]; then
+  for p in smollm2-135m qwen2.5-0.5b qwen3-0.6b llama-3.2-1b qwen2.5-1.5b smollm2-1.7b qwen3-1.7b \
+           qwen2.5-3b llama-3.2-3b qwen3-4b; do
+    jobs+=("$p:0")
   done
+elif [ ${#jobs[@]} -eq 0 ]; then
+  for p in "${presets[@]}"; do jobs+=("$p:2"); done
   jobs+=("llama-3.2-1b:0" "qwen3-0.6b:0")
 fi
-printf '%-16s %6s  %-32s %12s %14s %10s\n' preset layers "phases (0 1 2 3 6)" "prefill ms" "decode ms/tok" "host s"
+[ -x /usr/bin/time ] || { echo "bench/deploy_presets.sh: needs GNU time (Debian package time)" >&2; exit 2; }
+printf '%-16s %6s  %-32s %12s %14s %10s %12s\n' preset layers "phases (0 1 2 3 6)" "prefill ms" "decode ms/tok" "host s" "peak RSS MB"
 for job in "${jobs[@]}"; do
   preset="${job%%:*}"; layers="${job##*:}"
   dir="$out/$preset-$layers"
   args=(deploy --preset "$preset" --out "$dir" --fresh --json)
   [ "$layers" != "0" ] && args+=(--layers "$layers")
-  start=$(date +%s.%N)
-  "$bin" "${args[@]}" > "$dir.json" 2> "$dir.err"
+  /usr/bin/time -o "$dir.time" -f "%e %M" "$bin" "${args[@]}" > "$dir.json" 2> "$dir.err"
   rc=$?
-  host=$(python3 -c "print($(date +%s.%N) - $start)")
-  python3 - "$dir.json" "$preset" "$layers" "$host" "$rc" <<'PY'
+  read -r host rss_kb < <(tail -1 "$dir.time")
+  python3 - "$dir.json" "$preset" "$layers" "$host" "$rc" "$rss_kb" <<'PY'
 import json, sys
-path, preset, layers, host, rc = sys.argv[1:]
+path, preset, layers, host, rc, rss_kb = sys.argv[1:]
+rss = f"{int(rss_kb) / 1024:.0f}" if rss_kb.isdigit() else "-"
 try:
     rep = json.load(open(path))
 except Exception:
-    print(f"{preset:<16} {layers:>6}  {'error exit ' + rc:<32} {'-':>12} {'-':>14} {float(host):>10.1f}")
+    print(f"{preset:<16} {layers:>6}  {'error exit ' + rc:<32} {'-':>12} {'-':>14} {float(host):>10.1f} {rss:>12}")
     sys.exit(0)
 ph = {p["phase"]: p for p in rep["phases"]}
 res = " ".join((ph[i]["status"][:4] if i in ph else "-") for i in (0, 1, 2, 3, 6))
@@ -43,7 +53,7 @@ d2 = ph.get(2, {}).get("details", {})
 pre = d6.get("prefill_predicted_seconds", d2.get("prefill_predicted_seconds"))
 dec = d6.get("decode_predicted_seconds_per_token", d2.get("decode_predicted_seconds"))
 f = lambda v: f"{v * 1e3:.3f}" if v is not None else "-"
-print(f"{preset:<16} {layers if layers != '0' else 'all':>6}  {res:<32} {f(pre):>12} {f(dec):>14} {float(host):>10.1f}")
+print(f"{preset:<16} {layers if layers != '0' else 'all':>6}  {res:<32} {f(pre):>12} {f(dec):>14} {float(host):>10.1f} {rss:>12}")
 PY
 done
 echo "deployments in $out"

@@ -35,6 +35,21 @@ std::string phase_line(const tessera::pipeline::PhaseResult& p) {
                      p.checks.size(), failed, p.host_seconds);
 }
 
+// Issue 16's budget: peak RSS at most 1.5x the weights in bf16 (source mapped
+// plus one phase's working set) plus a fixed allowance: kResidentAllowance of
+// packed weights kept resident, activations, taps and the process itself.
+std::string rss_line(int64_t weight_bf16_bytes) {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  constexpr double kMB = 1 << 20;
+  const double peak = static_cast<double>(ru.ru_maxrss) * 1024.0 / kMB;  // ru_maxrss is KiB
+  const double weights = static_cast<double>(weight_bf16_bytes) / kMB;
+  const double allowance = static_cast<double>(tessera::compiler::PackedWeights::kResidentAllowance) / kMB;
+  const double budget = 1.5 * weights + allowance;
+  return fmt::format("peak RSS {:.0f} MB ({} budget {:.0f} MB: 1.5 x {:.0f} MB of bf16 weights + {:.0f} MB)", peak,
+                     peak <= budget ? "within" : "OVER", budget, weights, allowance);
+}
+
 int run(const DeployArgs& a) {
   using namespace tessera;
   if (a.model_dir.empty() == a.preset.empty())
@@ -75,15 +90,13 @@ int run(const DeployArgs& a) {
     std::printf("spec %s (calibration: %s)\n", o.spec.name.c_str(), o.spec.calibration.c_str());
     for (const auto& p : rep.phases) std::printf("%s\n", phase_line(p).c_str());
   }
+  // Memory is what limits which models deploy on a machine (issue 16);
+  // printed on failure too, where it matters most.
+  if (!a.json) std::printf("%s\n", rss_line(rep.weight_bf16_bytes).c_str());
   if (!rep.passed()) throw_error<GateError>("deploy: {} failed {}", rep.model, rep.failure());
-  if (!a.json) {
+  if (!a.json)
     std::printf("PASS: %s deployed to %s (report.json, report.html, evaluation.md, plan.md, issues.md)\n",
                 rep.model.c_str(), a.out.c_str());
-    // Memory is what limits which models deploy on a machine (issue 16).
-    rusage ru{};
-    getrusage(RUSAGE_SELF, &ru);
-    std::printf("peak RSS %.0f MB\n", static_cast<double>(ru.ru_maxrss) / 1024.0);
-  }
   return 0;
 }
 

@@ -2,6 +2,7 @@
 // use, packed once by the design that reads it, stored as one safetensors file.
 #include "tessera/compiler/packed_weights.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -9,7 +10,9 @@
 
 #include "tessera/core/bf16.h"
 #include "tessera/core/error.h"
+#include "tessera/model/mapped_pages.h"
 #include "tessera/model/safetensors.h"
+#include "tessera/model/safetensors_stream.h"
 #include "tessera/model/tensor_table.h"
 
 namespace tessera::compiler {
@@ -25,7 +28,41 @@ std::string abbreviated(const std::vector<std::string>& keys) {
   return keys.empty() ? std::string("none") : out;
 }
 
+// Every buffer is bf16 data (the designs' weight buffers have 2-byte
+// elements), so it is stored as a 1-D BF16 tensor: any safetensors tool can
+// read it, and the reader supports no byte dtype.
+void check_even(const std::string& key, const std::string& name, size_t bytes) {
+  if (bytes % 2) throw_error<InternalError>("packed weights: buffer {}/{} has an odd size {}", key, name, bytes);
+}
+
+// A key and a buffer name are joined by '/' in the file.
+void check_key(const std::string& key) {
+  if (key.find('/') != std::string::npos)
+    throw_error<UsageError>("packed weights: layout key '{}' must not contain '/'", key);
+}
+
+std::map<std::string, std::string> metadata(const std::string& model, const std::string& spec) {
+  return {{"format", kFormat}, {"version", kVersion}, {"model", model}, {"spec", spec}};
+}
+
 }  // namespace
+
+std::span<std::byte> PackedBuffer::mutable_bytes() {
+  if (mapped_) {
+    const std::span<const std::byte> b = bytes();
+    owned_.assign(b.begin(), b.end());
+    mapped_.reset();
+  }
+  return owned_;
+}
+
+void PackedBuffer::release_pages() const {
+  if (mapped_) model::release_mapped_pages(*mapped_);
+}
+
+bool operator==(const PackedBuffer& a, const PackedBuffer& b) {
+  return std::ranges::equal(a.bytes(), b.bytes());
+}
 
 bool PackedWeights::contains(const std::string& layout_key) const {
   return layouts_.count(layout_key) != 0;
@@ -46,8 +83,7 @@ PackedWeights::Buffers& PackedWeights::get_mut(const std::string& layout_key) {
 }
 
 void PackedWeights::add(const std::string& layout_key, Buffers buffers) {
-  if (layout_key.find('/') != std::string::npos)
-    throw_error<UsageError>("packed weights: layout key '{}' must not contain '/'", layout_key);
+  check_key(layout_key);
   if (!layouts_.emplace(layout_key, std::move(buffers)).second)
     throw_error<UsageError>("packed weights: layout '{}' added twice", layout_key);
 }
@@ -65,6 +101,21 @@ int64_t PackedWeights::bytes() const {
   return n;
 }
 
+int64_t PackedWeights::mapped_bytes() const {
+  int64_t n = 0;
+  for (const auto& [k, bufs] : layouts_)
+    for (const auto& [name, b] : bufs) n += b.mapped() ? static_cast<int64_t>(b.size()) : 0;
+  return n;
+}
+
+void PackedWeights::release_pages() const {
+  for (const auto& [k, bufs] : layouts_) release_pages(k);
+}
+
+void PackedWeights::release_pages(const std::string& layout_key) const {
+  for (const auto& [name, b] : get(layout_key)) b.release_pages();
+}
+
 void PackedWeights::check_covers(const std::vector<const Plan*>& plans) const {
   const std::string where = source_.empty() ? std::string("packed weights") : source_;
   for (const Plan* p : plans) {
@@ -79,17 +130,12 @@ void PackedWeights::check_covers(const std::vector<const Plan*>& plans) const {
   }
 }
 
-// Every buffer is bf16 data (the designs' weight buffers have 2-byte
-// elements), so it is stored as a 1-D BF16 tensor: any safetensors tool can
-// read it, and the reader supports no byte dtype.
 void PackedWeights::save(const std::filesystem::path& file) const {
   std::vector<model::SafetensorsWriteEntry> entries;
-  std::vector<const std::vector<std::byte>*> data;
+  std::vector<const PackedBuffer*> data;
   for (const auto& [key, bufs] : layouts_)
     for (const auto& [name, b] : bufs) {
-      if (b.size() % 2)
-        throw_error<InternalError>("packed weights: buffer {}/{} has an odd size {}", key, name,
-                                   b.size());
+      check_even(key, name, b.size());
       entries.push_back({key + "/" + name, DType::bf16, {static_cast<int64_t>(b.size() / 2)}});
       data.push_back(&b);
     }
@@ -98,7 +144,7 @@ void PackedWeights::save(const std::filesystem::path& file) const {
       [&](size_t index, uint64_t offset, std::span<std::byte> out) {
         std::memcpy(out.data(), data[index]->data() + offset, out.size());
       },
-      {{"format", kFormat}, {"version", kVersion}, {"model", model}, {"spec", spec}});
+      metadata(model, spec));
 }
 
 PackedWeights PackedWeights::load(const std::filesystem::path& file) {
@@ -126,10 +172,13 @@ PackedWeights PackedWeights::load(const std::filesystem::path& file) {
         e.dtype != DType::bf16 || e.shape.size() != 1)
       throw_error<SafetensorsError>("{}: tensor '{}' is not '<layout key>/<buffer>' as 1-D BF16",
                                     file.string(), e.name);
-    const Tensor t = f.tensor(e);
-    std::vector<std::byte> bytes(t.bytes(), t.bytes() + t.nbytes());
-    pw.layouts_[e.name.substr(0, slash)][e.name.substr(slash + 1)] = std::move(bytes);
+    // The view keeps the mapping alive. (The reader copies a tensor at an odd
+    // file offset, legal in the format though save never writes one: such a
+    // copy is owned memory, whose release_pages does nothing.)
+    pw.layouts_[e.name.substr(0, slash)][e.name.substr(slash + 1)] =
+        PackedBuffer(std::make_shared<const Tensor>(f.tensor(e)));
   }
+  pw.release_after_use = pw.bytes() > kResidentAllowance;
   return pw;
 }
 
@@ -176,11 +225,9 @@ PackedWeights::Buffers pack_one(const KeyUse& u, std::vector<float> values) {
   return out;
 }
 
-}  // namespace
-
-PackedWeights pack_weights(const std::vector<const Plan*>& plans, const model::ModelConfig& config,
-                           const model::Weights& weights,
-                           const std::function<void(size_t, size_t)>& progress) {
+// Each layout key once, with the launch and input that define its packing,
+// in key order (the order save() writes, so a streamed file matches it).
+std::vector<KeyUse> key_uses(const std::vector<const Plan*>& plans) {
   std::vector<KeyUse> uses;
   std::set<std::string> seen;
   for (const Plan* p : plans)
@@ -190,9 +237,33 @@ PackedWeights pack_weights(const std::vector<const Plan*>& plans, const model::M
           if (!l.weight_layouts[k].empty() && seen.insert(l.weight_layouts[k]).second)
             uses.push_back({l.weight_layouts[k], &l, s.kind == StepKind::host, k,
                             p->graph.nodes[l.node].inputs.at(k)});
-  PackedWeights pw;
-  pw.model = config.name;
-  pw.spec = plans.empty() ? std::string() : plans.front()->spec;
+  std::sort(uses.begin(), uses.end(), [](const KeyUse& a, const KeyUse& b) { return a.key < b.key; });
+  return uses;
+}
+
+// An upper bound on the header write_packed_weights writes: every host buffer
+// a key's design declares could be one of its tensors, each entry's numbers
+// at their widest (20 digits).
+uint64_t header_bound(const std::vector<KeyUse>& uses, const std::string& model, const std::string& spec) {
+  constexpr uint64_t kEntry = 160;  // "":{"dtype":"BF16","shape":[N],"data_offsets":[A,B]}, : under 80 + 3 x 20 digits
+  uint64_t n = 256 + model.size() + spec.size();
+  for (const KeyUse& u : uses) {
+    if (u.host) {
+      n += u.key.size() + 8 + kEntry;
+      continue;
+    }
+    for (const npu::HostBuffer& h : u.launch->op->design.host_buffers) n += u.key.size() + h.name.size() + 4 + kEntry;
+  }
+  return n;
+}
+
+}  // namespace
+
+void for_each_packed(const std::vector<const Plan*>& plans, const model::ModelConfig& config,
+                     const model::Weights& weights,
+                     const std::function<void(const std::string& key, PackedWeights::Buffers&& buffers)>& visit,
+                     const std::function<void(size_t, size_t)>& progress) {
+  const std::vector<KeyUse> uses = key_uses(plans);
   const std::vector<model::TensorSpec> specs = model::tensor_specs(config);
   for (size_t i = 0; i < uses.size(); ++i) {
     const KeyUse& u = uses[i];
@@ -200,10 +271,40 @@ PackedWeights pack_weights(const std::vector<const Plan*>& plans, const model::M
     const int64_t numel = u.host
                               ? shape_numel(spec.shape)
                               : shape_numel(u.launch->op->inputs.at(u.input).shape);
-    pw.add(u.key, pack_one(u, weight_values(config, weights, spec, numel)));
+    visit(u.key, pack_one(u, weight_values(config, weights, spec, numel)));
     if (progress) progress(i + 1, uses.size());
   }
+}
+
+PackedWeights pack_weights(const std::vector<const Plan*>& plans, const model::ModelConfig& config,
+                           const model::Weights& weights,
+                           const std::function<void(size_t, size_t)>& progress) {
+  PackedWeights pw;
+  pw.model = config.name;
+  pw.spec = plans.empty() ? std::string() : plans.front()->spec;
+  for_each_packed(
+      plans, config, weights,
+      [&](const std::string& key, PackedWeights::Buffers&& buffers) { pw.add(key, std::move(buffers)); },
+      progress);
   return pw;
+}
+
+void write_packed_weights(const std::filesystem::path& file, const std::vector<const Plan*>& plans,
+                          const model::ModelConfig& config, const model::Weights& weights,
+                          const std::function<void(size_t, size_t)>& progress) {
+  const std::string spec = plans.empty() ? std::string() : plans.front()->spec;
+  model::SafetensorsStreamWriter w(file, header_bound(key_uses(plans), config.name, spec));
+  for_each_packed(
+      plans, config, weights,
+      [&](const std::string& key, PackedWeights::Buffers&& buffers) {
+        check_key(key);
+        for (const auto& [name, b] : buffers) {
+          check_even(key, name, b.size());
+          w.add(key + "/" + name, DType::bf16, {static_cast<int64_t>(b.size() / 2)}, b.bytes());
+        }
+      },
+      progress);
+  w.finish(metadata(config.name, spec));
 }
 
 }  // namespace tessera::compiler

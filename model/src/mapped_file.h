@@ -16,6 +16,11 @@
 
 namespace tessera::model {
 
+// The registry release_mapped_pages consults (mapped_pages.cpp): only bytes
+// of a live file mapping may be given back.
+void register_mapping(const std::byte* data, size_t size);
+void unregister_mapping(const std::byte* data);
+
 // Read-only private mapping of a whole file; unmapped when the last tensor
 // view referring to it goes away.
 class MappedFile {
@@ -39,11 +44,15 @@ class MappedFile {
                                std::strerror(err));
       }
       data_ = static_cast<const std::byte*>(p);
+      register_mapping(data_, size_);
     }
     ::close(fd);  // the mapping stays valid without the descriptor
   }
   ~MappedFile() {
-    if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
+    if (data_) {
+      unregister_mapping(data_);
+      ::munmap(const_cast<std::byte*>(data_), size_);
+    }
   }
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

@@ -19,8 +19,28 @@ namespace {
 // would on silicon, instead of silently reading zeros.
 constexpr std::byte kPoison{0xFF};
 
-void prepare_host(const Design& d, HostMemory& host) {
+void check_view(const Design& d, const HostBuffer& h, const HostMemory& host, const HostViews& views) {
+  auto v = views.find(h.name);
+  if (v == views.end()) return;
+  if (host.count(h.name))
+    throw_error<SimulationError>("design '{}': host buffer '{}' is both a read-only view and host memory", d.name,
+                                 h.name);
+  if (static_cast<int64_t>(v->second.size()) != h.bytes)
+    throw_error<SimulationError>("design '{}': read-only host view '{}' holds {} bytes, the design declares {}",
+                                 d.name, h.name, v->second.size(), h.bytes);
+  for (const auto& l : d.launches)
+    for (const auto& t : l.sequence)
+      if (!t.to_device && t.host_buffer == h.name)
+        throw_error<SimulationError>("design '{}': launch '{}' writes host buffer '{}', which is a read-only view",
+                                     d.name, l.name, h.name);
+}
+
+void prepare_host(const Design& d, HostMemory& host, const HostViews* views) {
   for (const auto& h : d.host_buffers) {
+    if (views && views->count(h.name)) {
+      check_view(d, h, host, *views);
+      continue;
+    }
     auto it = host.find(h.name);
     if (it == host.end()) {
       host[h.name].assign(h.bytes, std::byte{0});
@@ -304,14 +324,16 @@ void PreparedDesign::give_states(RunStates states) const {
   idle_.push_back(std::move(states));
 }
 
-SimStats Simulator::run(const Design& design, HostMemory& host) const { return run(*prepare(design), host); }
+SimStats Simulator::run(const Design& design, HostMemory& host, const HostViews* views) const {
+  return run(*prepare(design), host, views);
+}
 
-SimStats Simulator::run(const PreparedDesign& prepared, HostMemory& host) const {
+SimStats Simulator::run(const PreparedDesign& prepared, HostMemory& host, const HostViews* views) const {
   if (prepared.owner_ != id_)
     throw_error<InternalError>("design '{}' was prepared by another simulator (spec or kernel registry may differ)",
                                prepared.design_.name);
   const Design& design = prepared.design_;
-  prepare_host(design, host);
+  prepare_host(design, host, views);
   SimStats stats;
   // Tile memories persist across the launches of one dispatch (reconfiguring
   // the array does not clear them), so stale data stays visible. Each run
@@ -338,6 +360,7 @@ SimStats Simulator::run(const PreparedDesign& prepared, HostMemory& host) const 
     reset_state(st, *prepared.launches_[i]);
     st.spec = &spec_;
     st.host = &host;
+    st.views = views;
     sim::bind_memory(st, mem);
     schedule(st);
     for (const auto& c : st.cores) st.stats.tiles[c.tile] = c.stats;

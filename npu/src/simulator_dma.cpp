@@ -113,6 +113,15 @@ const HostBuffer& host_info(const LaunchState& st, const std::string& name) {
   throw_error<InternalError>("host buffer '{}' vanished after validation", name);
 }
 
+// The bytes a to_device task reads: a read-only view, else host memory.
+const std::byte* host_source(const LaunchState& st, const std::string& name) {
+  if (st.views) {
+    auto v = st.views->find(name);
+    if (v != st.views->end()) return v->second.data();
+  }
+  return st.host->at(name).data();
+}
+
 // Does a from_device task of this launch land in host buffer `name`? Then a
 // to_device task must snapshot it when it starts, as gather does.
 bool written_by_device(const LaunchState& st, const std::string& name) {
@@ -132,7 +141,7 @@ bool shim_ready(LaunchState& st, ShimQueue& q, bool to_device) {
   q.active = true;
   q.direct = nullptr;
   if (to_device) {
-    std::byte* host = (*st.host)[h.name].data();
+    const std::byte* host = host_source(st, h.name);
     const int64_t at = written_by_device(st, h.name) ? -1 : contiguous_offset(t.pattern, h.elem_bytes, h.bytes);
     if (at >= 0) {
       q.direct = host + at;

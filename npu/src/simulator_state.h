@@ -177,6 +177,7 @@ struct LaunchState {
   std::vector<CoreState> cores;
   LaunchStats stats;
   HostMemory* host = nullptr;
+  const HostViews* views = nullptr;  // read-only host buffers (simulator.h)
   // What this launch could read before writing it, poisoned per run (simulator.cpp).
   std::vector<MemRange> poison;
 };

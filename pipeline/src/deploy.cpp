@@ -107,6 +107,7 @@ PhaseResult run_one(Context& ctx, const PhaseEntry& e) {
     r = PhaseResult{e.phase, phase_name(e.phase), "failed", {}, 0, {{"error", err.what()}}};
     ctx.failure = std::current_exception();
   }
+  ctx.release_pages();
   detail::write_json(ctx.out / phase_file(e.phase), detail::phase_to_json(r));
   artifacts.push_back(phase_file(e.phase));
   // Artifacts before status: a crash in between leaves a phase that is redone.
@@ -125,8 +126,10 @@ std::function<void(compiler::PackedWeights&)> negate_packed_weight(const std::st
     for (const std::string& k : pw.keys()) {
       if (!k.starts_with(key_prefix)) continue;
       found = true;
-      for (auto& [name, bytes] : pw.get_mut(k))
+      for (auto& [name, buf] : pw.get_mut(k)) {
+        const std::span<std::byte> bytes = buf.mutable_bytes();  // a private copy of a mapped buffer
         for (size_t i = 1; i < bytes.size(); i += 2) bytes[i] ^= std::byte{0x80};  // bf16 sign bit (LE)
+      }
     }
     if (!found) throw_error<UsageError>("planted bug: no packed weight key starts with '{}'", key_prefix);
   };
@@ -142,6 +145,7 @@ DeployReport deploy(const DeployOptions& opts) {
   if (!problem.empty()) ctx.issues.push_back(problem);
   DeployReport rep;
   rep.model = ctx.config.name;
+  for (const auto& s : model::tensor_specs(ctx.config)) rep.weight_bf16_bytes += 2 * shape_numel(s.shape);
   for (const PhaseEntry& e : kPhases) {
     if (e.phase > opts.last_phase) break;
     if (e.phase == 6) detail::load_optimized_passes(ctx, 5);  // phases 4 / 5 ran or were resumed

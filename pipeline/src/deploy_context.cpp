@@ -9,6 +9,7 @@
 #include "tessera/core/mutants.h"
 #include "tessera/compiler/passes.h"
 #include "tessera/core/error.h"
+#include "tessera/model/mapped_pages.h"
 #include "tessera/model/model_dir.h"
 #include "tessera/model/synth.h"
 #include "tessera/oracle/rope.h"
@@ -188,25 +189,29 @@ const compiler::Plan& Context::decode_plan() {
 std::shared_ptr<compiler::PackedWeights> Context::packed() {
   if (packed_) return packed_;
   const fs::path file = out / "weights.safetensors";
-  compiler::PackedWeights pw;
   auto p2 = manifest.phases.find(2);
   // Phase 2 packs; once it is running again, the file on disk is from another
   // run (other source, options or an interrupted pack) whatever its sha256 says.
-  if (p2 != manifest.phases.end() && p2->second.status == "passed" && manifest.artifacts.count("weights.safetensors") &&
-      hasher_("weights.safetensors") == manifest.artifacts.at("weights.safetensors").sha256) {
-    pw = compiler::PackedWeights::load(file);
-  } else {
+  if (!(p2 != manifest.phases.end() && p2->second.status == "passed" && manifest.artifacts.count("weights.safetensors") &&
+        hasher_("weights.safetensors") == manifest.artifacts.at("weights.safetensors").sha256)) {
     if (fs::exists(file))
       issues.push_back("weights.safetensors repacked from the source weights (phase 2 is redone; the file "
                        "on disk is never loaded)");
     std::vector<const compiler::Plan*> plans = {&prefill_plan(), &decode_plan()};
-    pw = compiler::pack_weights(plans, config, weights(),
-                                [this](size_t d, size_t t) { progress("pack weights", d, t); });
-    pw.save(file);
+    // Streamed to the file key by key, then mapped: the packed model is
+    // never in memory (it is as large as the model, twice for two layouts).
+    compiler::write_packed_weights(file, plans, config, weights(),
+                                   [this](size_t d, size_t t) { progress("pack weights", d, t); });
+    model::release_mapped_pages(*weights_);  // packing read every source tensor once
   }
-  packed_ = std::make_shared<compiler::PackedWeights>(std::move(pw));
+  packed_ = std::make_shared<compiler::PackedWeights>(compiler::PackedWeights::load(file));
   if (opts.tamper_packed) opts.tamper_packed(*packed_);
   return packed_;
+}
+
+void Context::release_pages() const {
+  if (weights_) model::release_mapped_pages(*weights_);
+  if (packed_) packed_->release_pages();
 }
 
 std::string Context::options_hash() const {

@@ -66,6 +66,10 @@ class Context {
   // skipped), else packed from the source and written. The test hook
   // opts.tamper_packed is applied to this in-memory copy.
   std::shared_ptr<compiler::PackedWeights> packed();
+  // Gives the mapped pages of the source and packed weights back (each phase
+  // reads them anew from the page cache): peak RSS holds one phase's working
+  // set, not every phase's.
+  void release_pages() const;
   int64_t seq() const;  // gate prompt length
 
   // sha256 of what a phase reads: options, source files and every artifact of

@@ -13,6 +13,7 @@
 #include "evaluate_internal.h"
 #include "tessera/compiler/passes.h"
 #include "tessera/core/error.h"
+#include "tessera/model/mapped_pages.h"
 #include "tessera/model/model_dir.h"
 #include "tessera/model/tensor_table.h"
 #include "tessera/npu/validator.h"
@@ -155,38 +156,48 @@ void audit_plan(const Loaded& d, Checks& c) {
                      designs, d.spec->name));
 }
 
+// One fresh buffer against the deployment's: "" when identical.
+std::string buffer_difference(const std::string& key, const std::string& name, const compiler::PackedBuffer& want,
+                              const compiler::PackedWeights::Buffers& have) {
+  auto it = have.find(name);
+  if (it == have.end() || it->second.size() != want.size())
+    return fmt::format("{} buffer {}: missing or resized", key, name);
+  const auto w = want.bytes(), h = it->second.bytes();
+  auto mm = std::mismatch(w.begin(), w.end(), h.begin());
+  if (mm.first == w.end()) return {};
+  return fmt::format("{} buffer {}: byte {} is {:#04x}, the source packs {:#04x}", key, name, mm.first - w.begin(),
+                     static_cast<unsigned>(*mm.second), static_cast<unsigned>(*mm.first));
+}
+
 void audit_weights(const Loaded& d, Checks& c) {
   if (!d.prefill || !d.decode || !d.source || !d.packed || !d.config) return;
-  compiler::PackedWeights fresh;
+  std::vector<std::string> differ;
+  int64_t bytes = 0;
+  size_t keys = 0;
+  // Re-packed one key at a time and compared: the evaluator never holds a
+  // second packed model in memory.
   try {
-    fresh = compiler::pack_weights({&*d.prefill, &*d.decode}, *d.config, *d.source);
+    compiler::for_each_packed(
+        {&*d.prefill, &*d.decode}, *d.config, *d.source,
+        [&](const std::string& key, compiler::PackedWeights::Buffers&& fresh) {
+          ++keys;
+          if (!d.packed->contains(key)) return;  // audit_plan names a missing layout
+          for (const auto& [name, want] : fresh) {
+            std::string diff = buffer_difference(key, name, want, d.packed->get(key));
+            if (!diff.ends_with("missing or resized")) bytes += static_cast<int64_t>(want.size());
+            if (!diff.empty()) differ.push_back(std::move(diff));
+          }
+          d.packed->release_pages(key);  // compared once: the resident set stays one key
+        });
+    model::release_mapped_pages(*d.source);
   } catch (const std::exception& e) {
     c.fail("weights", "re-pack from the source", e.what());
     return;
   }
-  std::vector<std::string> differ;
-  int64_t bytes = 0;
-  for (const std::string& key : fresh.keys()) {
-    if (!d.packed->contains(key)) continue;  // audit_plan names a missing layout
-    const auto& have = d.packed->get(key);
-    for (const auto& [name, want] : fresh.get(key)) {
-      auto it = have.find(name);
-      if (it == have.end() || it->second.size() != want.size()) {
-        differ.push_back(fmt::format("{} buffer {}: missing or resized", key, name));
-        continue;
-      }
-      auto mm = std::mismatch(want.begin(), want.end(), it->second.begin());
-      if (mm.first != want.end())
-        differ.push_back(fmt::format("{} buffer {}: byte {} is {:#04x}, the source packs {:#04x}", key, name,
-                                     mm.first - want.begin(), static_cast<unsigned>(*mm.second),
-                                     static_cast<unsigned>(*mm.first)));
-      bytes += static_cast<int64_t>(want.size());
-    }
-  }
   if (differ.empty()) {
     c.ok("weights", "weights.safetensors",
          fmt::format("{} layouts ({} bytes) identical to the source weights packed under the final plans",
-                     fresh.keys().size(), bytes));
+                     keys, bytes));
     return;
   }
   std::string ev = fmt::format("{} buffers differ from the source weights: {}", differ.size(), differ.front());

@@ -156,32 +156,14 @@ class ValueStore {
   std::map<std::string, PackedValue> packed_;
 };
 
-// The packed weight buffers of one step, swapped into the step's host memory
-// (no copy of the weights) and swapped back when the step ends, exceptions
-// included. Must be destroyed before the host memory it points into.
-class WeightSwap {
- public:
-  explicit WeightSwap(npu::HostMemory& host) : host_(host) {}
-  WeightSwap(const WeightSwap&) = delete;
-  WeightSwap& operator=(const WeightSwap&) = delete;
-  ~WeightSwap() {
-    for (auto& [bytes, name] : swapped_) std::swap(*bytes, host_[name]);
-  }
-
-  void swap_in(compiler::PackedWeights::Buffers& buffers, const std::string& key) {
-    for (auto& [name, bytes] : buffers) {
-      TESSERA_CHECK(host_.count(name) == 0, "executor: host buffer '{}' of weight layout {} is "
-                    "already taken by another input of the step", name, key);
-      std::swap(host_[name], bytes);
-      swapped_.emplace_back(&bytes, name);
-    }
-  }
-
- private:
-  npu::HostMemory& host_;
-  std::vector<std::pair<std::vector<std::byte>*, std::string>> swapped_;
-};
-
+// The packed weight buffers of one launch as read-only host views: the
+// simulator's DMAs read them where they are (the mapped packed-weights file),
+// nothing is copied or swapped.
+void add_views(const compiler::PackedWeights::Buffers& buffers, const std::string& key, npu::HostViews& views) {
+  for (const auto& [name, b] : buffers)
+    TESSERA_CHECK(views.emplace(name, b.bytes()).second, "executor: host buffer '{}' of weight layout {} is "
+                  "already taken by another input of the step", name, key);
+}
 
 // The exec_swap_gate_up mutant's wrong binding: L1's gate and up layouts exchanged.
 std::string swap_gate_up(std::string key) {
@@ -190,8 +172,8 @@ std::string swap_gate_up(std::string key) {
   return key;
 }
 
-compiler::PackedWeights::Buffers& weight_buffers(compiler::PackedWeights& w, const Launch& l,
-                                                 size_t input) {
+const compiler::PackedWeights::Buffers& weight_buffers(const compiler::PackedWeights& w, const Launch& l,
+                                                       size_t input) {
   std::string key =
       input < l.weight_layouts.size() ? l.weight_layouts[input] : std::string();
   if (mutant_on(Mutant::exec_swap_gate_up)) key = swap_gate_up(key);
@@ -202,7 +184,7 @@ compiler::PackedWeights::Buffers& weight_buffers(compiler::PackedWeights& w, con
     throw_error<InternalError>("executor: step {} needs weight layout '{}', which the packed "
                                "weights (model '{}', {} layouts) do not hold", l.name, key,
                                w.model, w.keys().size());
-  return w.get_mut(key);
+  return w.get(key);
 }
 
 // Puts a producer's bytes into the input buffers of a reader with the same layout.
@@ -218,10 +200,10 @@ void take_packed(const Launch& l, size_t input, const PackedValue& v, npu::HostM
   }
 }
 
-// One launch of an NPU step: weights swapped in, activations packed (or taken
+// One launch of an NPU step: weights viewed in place, activations packed (or taken
 // as the producer's bytes when the layouts match), the design simulated.
 void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
-                    compiler::PackedWeights& weights, Executor& exec, const npu::Simulator& sim,
+                    const compiler::PackedWeights& weights, Executor& exec, const npu::Simulator& sim,
                     size_t step) {
   TESSERA_CHECK(l.op != nullptr, "executor: NPU step {} has no built op", l.name);
   const kernels::BuiltOp& op = *l.op;
@@ -229,17 +211,16 @@ void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
                 "executor: step {} ({}) has {} inputs / {} outputs, its node {} inputs", l.name,
                 op.shape.key(), op.inputs.size(), op.outputs.size(), node.inputs.size());
   npu::HostMemory host;
-  WeightSwap swap(host);  // declared after `host`: swaps back before host dies
+  npu::HostViews views;
   for (size_t i = 0; i < node.inputs.size(); ++i)
-    if (node.inputs[i].kind == ValueKind::weight)
-      swap.swap_in(weight_buffers(weights, l, i), l.weight_layouts[i]);
+    if (node.inputs[i].kind == ValueKind::weight) add_views(weight_buffers(weights, l, i), l.weight_layouts[i], views);
   for (const npu::HostBuffer& h : op.design.host_buffers) {
-    auto [it, fresh] = host.try_emplace(h.name);
+    auto v = views.find(h.name);
     // Zero-filled first, as run_op does: padding no pack() writes must read 0.
-    if (fresh) it->second.assign(static_cast<size_t>(h.bytes), std::byte{0});
-    else if (it->second.size() != static_cast<size_t>(h.bytes))
+    if (v == views.end()) host[h.name].assign(static_cast<size_t>(h.bytes), std::byte{0});
+    else if (v->second.size() != static_cast<size_t>(h.bytes))
       throw_error<InternalError>("executor: step {}: packed weight buffer '{}' has {} bytes, "
-                                 "the design declares {}", l.name, h.name, it->second.size(),
+                                 "the design declares {}", l.name, h.name, v->second.size(),
                                  h.bytes);
   }
   for (size_t i = 0; i < node.inputs.size(); ++i) {
@@ -260,8 +241,8 @@ void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
     op.pack(i, v, host);
   }
   // A patched design depends on the packed values: validated on every run.
-  if (op.patch) sim.run(op.patch(op.design, host), host);
-  else sim.run(exec.prepared(l.op), host);
+  if (op.patch) sim.run(op.patch(op.design, host), host, &views);
+  else sim.run(exec.prepared(l.op), host, &views);
   if (values.wants_values(l.name, l.out_layout)) values.put(l.name, step, op.unpack(0, host));
   if (values.wants_packed(l.name, l.out_layout)) {
     PackedValue pv{l.out_layout, {}};
@@ -271,7 +252,7 @@ void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
 }
 
 std::vector<float> run_host_step(const Launch& l, const Node& node, const ValueStore& values,
-                                 compiler::PackedWeights& weights) {
+                                 const compiler::PackedWeights& weights) {
   const std::string& op = l.shape.op;
   if (op == "embedding") {
     const auto& buffers = weight_buffers(weights, l, 1);
@@ -279,7 +260,7 @@ std::vector<float> run_host_step(const Launch& l, const Node& node, const ValueS
     if (table == buffers.end())
       throw_error<InternalError>("executor: step {}: weight layout '{}' has no 'table' buffer",
                                  l.name, l.weight_layouts[1]);
-    return host_embedding(l.shape, values.get(node.inputs[0], l.name), table->second);
+    return host_embedding(l.shape, values.get(node.inputs[0], l.name), table->second.bytes());
   }
   if (op == "kv_append") {
     kernels::OpShape shape = l.shape;
@@ -300,7 +281,7 @@ const npu::DeviceSpec& with_tile_kernels(const npu::DeviceSpec& spec) {
 
 }  // namespace
 
-Executor::Executor(const npu::DeviceSpec& spec, compiler::PackedWeights& weights)
+Executor::Executor(const npu::DeviceSpec& spec, const compiler::PackedWeights& weights)
     : spec_(spec), weights_(&weights), sim_(with_tile_kernels(spec_)) {}
 
 const npu::PreparedDesign& Executor::prepared(const std::shared_ptr<const kernels::BuiltOp>& op) {
@@ -327,6 +308,10 @@ ExecResult Executor::run(const Plan& plan, const Values& inputs, const std::set<
       else values.put(node.output.str(), i, run_host_step(l, node, values, *weights_));
     }
     values.release(plan, step, i);
+    if (weights_->release_after_use)
+      for (const Launch& l : step.launches)
+        for (const std::string& key : l.weight_layouts)
+          if (!key.empty() && weights_->contains(key)) weights_->release_pages(key);
     StepRecord rec{step.name(), step.front().shape.op, step.kind == StepKind::npu, step.seconds(),
                    seconds_since(t0)};
     result.predicted_seconds += rec.predicted_seconds;

@@ -16,7 +16,8 @@ for p in "phase 0 oracle" "phase 1 kernels" "phase 2 block" "phase 3 model" "pha
   grep -q "^$p " "$tmp/out.txt" || fail "no line for $p: $(cat "$tmp/out.txt")"
 done
 grep -q "^PASS: tiny deployed to $d" "$tmp/out.txt" || fail "no PASS line"
-grep -Eq "^peak RSS [1-9][0-9]* MB$" "$tmp/out.txt" || fail "no peak RSS line: $(tail -2 "$tmp/out.txt")"
+grep -Eq "^peak RSS [1-9][0-9]* MB \(within budget [1-9][0-9]* MB: 1.5 x [0-9]+ MB of bf16 weights \+ 2048 MB\)$" "$tmp/out.txt" \
+  || fail "no peak RSS line within budget: $(tail -2 "$tmp/out.txt")"
 for f in manifest.json report.json plan.md plan.txt issues.md weights.safetensors model/config.json; do
   [ -s "$d/$f" ] || fail "missing $f"
 done

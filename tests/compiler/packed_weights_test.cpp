@@ -118,7 +118,7 @@ TEST(PackWeights, PackedBuffersRunLikePack) {
             return std::string();
           }();
           v = f.weights.get(spec_name).to_f32_vector();
-          for (const auto& [buf, bytes] : pw.get(st->weight_layouts[i])) host[buf] = bytes;
+          for (const auto& [buf, bytes] : pw.get(st->weight_layouts[i])) host[buf].assign(bytes.data(), bytes.data() + bytes.size());
         } else {
           for (size_t e = 0; e < v.size(); ++e) v[e] = std::sin(0.37f * static_cast<float>(e));
           op.pack(i, v, host);
@@ -180,6 +180,39 @@ TEST(PackedWeightsFile, RoundTripsAndChecksCoverage) {
     EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("w:L2."), std::string::npos) << e.what();
   }
+  fs::remove_all(file.parent_path());
+}
+
+// The deploy path: packed key by key straight into the file, then mapped.
+// Every buffer is a view of the mapping (no copy in memory) holding the bytes
+// pack_weights makes in memory; editing one copies only that buffer.
+TEST(PackedWeightsFile, StreamedFileIsMappedAndHoldsThePackedBytes) {
+  Fixture f(PlanStyle::standard);
+  const PackedWeights pw = pack_weights(f.plans(), f.config, f.weights);
+  const fs::path file = temp_dir() / "streamed.safetensors";
+  std::vector<size_t> done;
+  write_packed_weights(file, f.plans(), f.config, f.weights, [&](size_t d, size_t) { done.push_back(d); });
+  EXPECT_EQ(done.size(), pw.keys().size());
+  EXPECT_FALSE(fs::exists(file.string() + ".tmp"));
+  PackedWeights back = PackedWeights::load(file);
+  EXPECT_EQ(back.model, pw.model);
+  EXPECT_EQ(back.spec, pw.spec);
+  ASSERT_EQ(back.keys(), pw.keys());
+  for (const auto& k : pw.keys()) EXPECT_EQ(back.get(k), pw.get(k)) << k;
+  EXPECT_EQ(back.mapped_bytes(), back.bytes());
+  EXPECT_EQ(pw.mapped_bytes(), 0);
+  EXPECT_FALSE(back.release_after_use);  // far below kResidentAllowance
+  // Pages given back fault in again with the same bytes.
+  back.release_pages();
+  for (const auto& k : pw.keys()) EXPECT_EQ(back.get(k), pw.get(k)) << k;
+  // A planted edit (deploy --plant-bug) lands in a private copy of that buffer.
+  const std::string key = pw.keys().front();
+  PackedBuffer& edited = back.get_mut(key).begin()->second;
+  edited.mutable_bytes()[0] ^= std::byte{0x01};
+  EXPECT_FALSE(edited.mapped());
+  EXPECT_NE(back.get(key), pw.get(key));
+  EXPECT_EQ(PackedWeights::load(file).get(key), pw.get(key)) << "the edit reached the file";
+  EXPECT_EQ(back.mapped_bytes(), back.bytes() - static_cast<int64_t>(edited.size()));
   fs::remove_all(file.parent_path());
 }
 

@@ -2,13 +2,18 @@
 // per validation rule, each with its specific error.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstring>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "model_test_util.h"
 #include "tessera/core/error.h"
+#include "tessera/model/mapped_pages.h"
 #include "tessera/model/safetensors.h"
+#include "tessera/model/safetensors_stream.h"
 
 namespace tessera::model {
 namespace {
@@ -209,6 +214,87 @@ TEST_F(Sharded, MissingShardAndPathEscape) {
 TEST_F(Safetensors, DirectoryWithoutWeights) {
   expect_error<FileError>([&] { load_safetensors_dir(dir_.path()); },
                           {dir_.path().string(), "model.safetensors"});
+}
+
+}  // namespace
+}  // namespace tessera::model
+
+namespace tessera::model {
+namespace {
+
+// Resident pages of this process, from /proc/self/statm (field 2).
+int64_t resident_bytes() {
+  std::ifstream in("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  in >> size >> resident;
+  return resident * ::sysconf(_SC_PAGESIZE);
+}
+
+TEST_F(Safetensors, StreamWriterWritesWhatTheWholeFileWriterWrites) {
+  const Tensor a = Tensor::from_f32({2, 3}, std::vector<float>{1.5f, -2, 3.25f, 0, 7, -0.5f}).to(DType::bf16);
+  const Tensor b = Tensor::from_f32({3}, std::vector<float>{4, 5, 6});
+  const auto p = dir_ / "stream.safetensors";
+  {
+    SafetensorsStreamWriter w(p, 1000);
+    w.add("b", b.dtype(), b.shape(), {b.bytes(), b.nbytes()});  // data in call order, not name order
+    w.add("a", a.dtype(), a.shape(), {a.bytes(), a.nbytes()});
+    EXPECT_FALSE(std::filesystem::exists(p)) << "visible before finish";
+    w.finish({{"format", "x"}});
+  }
+  const auto f = SafetensorsFile::open(p);
+  EXPECT_EQ(f.header().metadata.at("format"), "x");
+  EXPECT_EQ(f.header().data_offset, 8u + 1000u);  // the reserve (a multiple of 8) kept whole
+  Weights w;
+  f.add_all_to(w);
+  EXPECT_EQ(w.get("a").to_f32_vector(), a.to_f32_vector());
+  EXPECT_EQ(w.get("b").to_f32_vector(), b.to_f32_vector());
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "stream.safetensors.tmp"));
+}
+
+TEST_F(Safetensors, StreamWriterRefusesAHeaderLargerThanItsReserveAndLeavesNoFile) {
+  const Tensor a = Tensor::from_f32({2}, std::vector<float>{1, 2});
+  const auto p = dir_ / "small.safetensors";
+  expect_error<SafetensorsError>(
+      [&] {
+        SafetensorsStreamWriter w(p, 16);
+        w.add("a", a.dtype(), a.shape(), {a.bytes(), a.nbytes()});
+        w.finish();
+      },
+      {p.string(), "outgrew the 16 bytes reserved"});
+  EXPECT_FALSE(std::filesystem::exists(p));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "small.safetensors.tmp"));
+  expect_error<SafetensorsError>(
+      [&] {
+        SafetensorsStreamWriter w(p, 4096);
+        w.add("a", a.dtype(), {3}, {a.bytes(), a.nbytes()});
+      },
+      {"'a'", "[3]", "8 bytes of data"});
+}
+
+// A model larger than the machine's memory is read a part at a time: the
+// pages of a mapped tensor leave the resident set and read back the same.
+// Owned memory is never touched (madvise would zero it).
+TEST_F(Safetensors, ReleasedPagesOfAMappedTensorLeaveTheResidentSet) {
+  constexpr int64_t kN = 8 << 20;  // 32 MB of f32
+  std::vector<float> v(kN);
+  for (int64_t i = 0; i < kN; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i % 1000);
+  const auto p = dir_ / "big.safetensors";
+  write_safetensors(p, {{"x", Tensor::from_f32({kN}, v)}});
+  v = {};
+  const Weights w = load_safetensors(p);
+  const Tensor& t = w.get("x");
+  double sum = 0;
+  for (float x : t.as<float>()) sum += x;  // faults every page in
+  const int64_t before = resident_bytes();
+  release_mapped_pages(w);
+  const int64_t after = resident_bytes();
+  EXPECT_GT(before - after, int64_t{3} * kN) << "released " << before - after << " of " << 4 * kN << " bytes";
+  double again = 0;
+  for (float x : t.as<float>()) again += x;
+  EXPECT_EQ(again, sum);
+  const Tensor owned = Tensor::from_f32({kN}, t.to_f32_vector());
+  release_mapped_pages(owned);
+  EXPECT_EQ(owned.to_f32_vector(), t.to_f32_vector());
 }
 
 }  // namespace

@@ -57,6 +57,33 @@ TEST(Simulator, KernelResultsReachHost) {
   for (int64_t i = 0; i < 192; ++i) ASSERT_EQ(u16_at(host.at("out"), i), u16_at(host.at("in"), i) + 1) << i;
 }
 
+// Read-only host views (mapped packed weights): the DMAs read the viewed
+// bytes in place, nothing is copied into host memory, and every misuse is
+// refused before anything runs.
+TEST(Simulator, HostViewsAreReadInPlaceAndNeverWritten) {
+  const Simulator sim(DeviceSpec::preset("xdna2-sourced"), test_kernels());
+  Design d = passthrough_design(3, 128, "t_add_one");
+  const std::vector<std::byte> in = iota_bytes(192);
+  HostViews views{{"in", std::span<const std::byte>(in)}};
+  HostMemory host;
+  sim.run(d, host, &views);
+  EXPECT_EQ(host.count("in"), 0u) << "the view was copied into host memory";
+  for (int64_t i = 0; i < 192; ++i) ASSERT_EQ(u16_at(host.at("out"), i), u16_at(in, i) + 1) << i;
+
+  auto refused = [&](HostViews v, HostMemory h, const std::string& want) {
+    try {
+      sim.run(d, h, &v);
+      ADD_FAILURE() << "no error; expected one mentioning " << want;
+    } catch (const SimulationError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  refused({{"in", std::span<const std::byte>(in).first(100)}}, {}, "holds 100 bytes, the design declares 384");
+  refused({{"in", std::span<const std::byte>(in)}}, {{"in", in}}, "both a read-only view and host memory");
+  std::vector<std::byte> out(in.size());
+  refused({{"out", std::span<const std::byte>(out)}}, {{"in", in}}, "writes host buffer 'out'");
+}
+
 TEST(Simulator, BroadcastFeedsEveryConsumer) {
   Design d;
   d.name = "broadcast";

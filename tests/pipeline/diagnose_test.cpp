@@ -111,13 +111,15 @@ std::function<void(compiler::PackedWeights&)> edit_packed(const std::string& pre
   return [prefix, f](compiler::PackedWeights& pw) {
     for (const std::string& k : pw.keys()) {
       if (!k.starts_with(prefix)) continue;
-      for (auto& [name, bytes] : pw.get_mut(k))
+      for (auto& [name, buf] : pw.get_mut(k)) {
+        const std::span<std::byte> bytes = buf.mutable_bytes();
         for (size_t i = 0; i + 1 < bytes.size(); i += 2) {
           uint16_t b;
           std::memcpy(&b, &bytes[i], 2);
           const uint16_t n = f32_to_bf16(f(bf16_to_f32(bf16{b}))).bits;
           std::memcpy(&bytes[i], &n, 2);
         }
+      }
     }
   };
 }

@@ -139,7 +139,7 @@ TEST(Evaluate, FlippedWeightByteWithRecomputedManifestFails) {
   compiler::PackedWeights pw = compiler::PackedWeights::load(d / "weights.safetensors");
   const std::string key = pw.keys().front();
   auto& bufs = pw.get_mut(key);
-  bufs.begin()->second.at(0) ^= std::byte{0x01};  // the lowest mantissa bit of one bf16
+  bufs.begin()->second.mutable_bytes()[0] ^= std::byte{0x01};  // the lowest mantissa bit of one bf16
   pw.save(d / "weights.safetensors");
   forge(d, "weights.safetensors");
   const Evaluation e = run(d);

@@ -1,6 +1,7 @@
 #include "tessera/runtime/executor.h"
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -180,6 +181,28 @@ TEST(Executor, RowMajorHandOffsAgreeBitwiseWithBlocked) {
   }
 }
 
+// The deploy path reads weights where the packed file is mapped (no copy),
+// and for a model too large to keep resident gives each step's pages back
+// after it ran: neither changes a single value.
+TEST(Executor, MappedWeightsWithPagesReleasedAgreeBitwiseWithPackedInMemory) {
+  const TinyModel& m = testing::tiny("tiny");
+  const auto tokens = testing::prompt_tokens(5, m.config.vocab_size, 3);
+  const Plan prefill = testing::lower_plan(m, 5, 0);
+  const auto file = std::filesystem::path(::testing::TempDir()) / ("mapped-" + std::to_string(::getpid()));
+  compiler::write_packed_weights(file, {&prefill}, m.config, m.weights);
+  compiler::PackedWeights mapped = compiler::PackedWeights::load(file);
+  std::filesystem::remove(file);  // the mapping keeps the bytes
+  ASSERT_EQ(mapped.mapped_bytes(), mapped.bytes());
+  const ExecResult want = Executor(m.spec, *m.packed).run(prefill, host_inputs(m, tokens, 0));
+  for (bool release : {false, true}) {
+    mapped.release_after_use = release;
+    const ExecResult got = Executor(m.spec, mapped).run(prefill, host_inputs(m, tokens, 0));
+    ASSERT_EQ(got.values.size(), want.values.size());
+    for (const auto& [name, values] : want.values)
+      EXPECT_TRUE(values == got.values.at(name)) << name << " differs, release_after_use " << release;
+  }
+}
+
 // A resident KV cache (kv-resident) changes where the cache lives and who
 // appends to it, not what is computed: with re-layout priced out of reach the
 // pass keeps it (NPU kv_append writing in place, the attention reading its
@@ -297,8 +320,8 @@ TEST(Executor, MissingInputAndLayoutAreNamedAndWeightsSurviveErrors) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("host:rope_sin"), std::string::npos) << e.what();
   }
-  // An error inside an NPU step that has its weights swapped in (per-op
-  // embedding: the id is checked after the table is in place) must leave the
+  // An error inside an NPU step that reads its weights in place (per-op
+  // embedding: the id is checked after the table is viewed) must leave the
   // packed weights as they were.
   const Plan per_op = testing::lower_plan(m, 5, 0, PlanStyle::per_op);
   const std::string table = per_op.steps[0].front().weight_layouts.at(1);
@@ -307,7 +330,7 @@ TEST(Executor, MissingInputAndLayoutAreNamedAndWeightsSurviveErrors) {
   Values bad = host_inputs(m, tokens, 0);
   bad["host:token_ids"][3] = static_cast<float>(m.config.vocab_size);
   EXPECT_THROW(exec.run(per_op, bad), InputError);
-  EXPECT_TRUE(m.packed->get(table) == before) << table << " was not swapped back";
+  EXPECT_TRUE(m.packed->get(table) == before) << table << " changed";
   compiler::PackedWeights empty;
   Executor none(m.spec, empty);
   try {

@@ -16,6 +16,8 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,10 +27,40 @@
 
 namespace tessera::compiler {
 
+// The bytes of one packed host buffer: a read-only view into the mapped
+// packed-weights file (load) or memory of its own (pack_weights, or a view
+// made writable by mutable_bytes). A deployment's weights are as large as the
+// model; viewing them where the file is mapped keeps a second copy out of RAM.
+class PackedBuffer {
+ public:
+  PackedBuffer() = default;
+  PackedBuffer(std::vector<std::byte> owned) : owned_(std::move(owned)) {}  // NOLINT: implicit by design
+  // A tensor of the mapped file (its view keeps the mapping alive).
+  explicit PackedBuffer(std::shared_ptr<const Tensor> mapped) : mapped_(std::move(mapped)) {}
+
+  std::span<const std::byte> bytes() const {
+    return mapped_ ? std::span<const std::byte>(mapped_->bytes(), mapped_->nbytes()) : std::span<const std::byte>(owned_);
+  }
+  const std::byte* data() const { return bytes().data(); }
+  size_t size() const { return bytes().size(); }
+  bool mapped() const { return mapped_ != nullptr; }
+  // Writable bytes; a mapped buffer is first copied into memory of its own
+  // (test hooks that plant a wrong weight touch only the buffers they edit).
+  std::span<std::byte> mutable_bytes();
+  // Drops the pages of a mapped buffer from this process's resident set (they
+  // stay in the page cache and fault back in when read again); no-op when owned.
+  void release_pages() const;
+  friend bool operator==(const PackedBuffer& a, const PackedBuffer& b);
+
+ private:
+  std::vector<std::byte> owned_;
+  std::shared_ptr<const Tensor> mapped_;
+};
+
 class PackedWeights {
  public:
   // The host buffers of one layout key, by design host-buffer name.
-  using Buffers = std::map<std::string, std::vector<std::byte>>;
+  using Buffers = std::map<std::string, PackedBuffer>;
 
   bool contains(const std::string& layout_key) const;
   // Throws InputError naming the key (and the keys it has, abbreviated).
@@ -37,9 +69,28 @@ class PackedWeights {
   void add(const std::string& layout_key, Buffers buffers);  // UsageError on duplicate
   std::vector<std::string> keys() const;
   int64_t bytes() const;
+  int64_t mapped_bytes() const;  // of bytes(): viewed in the mapped file
+  // PackedBuffer::release_pages of every buffer (or of one layout's): a phase
+  // done with the weights gives their pages back, so peak RSS holds one
+  // working set.
+  void release_pages() const;
+  void release_pages(const std::string& layout_key) const;
+  // Whether an executor releases each step's weight pages once the step ran:
+  // a model whose packed weights do not fit beside everything else streams
+  // them from the page cache (a minor fault per page per use) instead of
+  // keeping them all resident.
+  // load() sets it for a file larger than kResidentAllowance.
+  bool release_after_use = false;
+  // Packed weights up to this size stay resident once read (the fixed part of
+  // a deploy's memory budget, issue 16): re-faulting them every token would
+  // cost a small model more host time than the memory is worth.
+  static constexpr int64_t kResidentAllowance = int64_t{2} << 30;
   std::string model, spec;
 
   void save(const std::filesystem::path& file) const;
+  // Maps the file: every buffer is a view into the mapping (no copy), which
+  // lives as long as any buffer of the result (or a copy of it); sets
+  // release_after_use when the file exceeds kResidentAllowance.
   static PackedWeights load(const std::filesystem::path& file);
   // Throws InputError naming the file (when loaded) and the first layout key a
   // plan needs that is missing, or a model / spec that differs from the plans'.
@@ -51,10 +102,26 @@ class PackedWeights {
 };
 
 // Packs every weight layout the plans need (each key once, whatever the
-// number of plans / layers sharing it). progress(done, total) is called per
-// key. Throws TensorError for a weight missing from `weights`.
+// number of plans / layers sharing it), in key order, handing each key's
+// buffers to `visit` and dropping them after: memory holds one key at a time.
+// progress(done, total) is called per key. Throws TensorError for a weight
+// missing from `weights`.
+void for_each_packed(const std::vector<const Plan*>& plans, const model::ModelConfig& config,
+                     const model::Weights& weights,
+                     const std::function<void(const std::string& key, PackedWeights::Buffers&& buffers)>& visit,
+                     const std::function<void(size_t, size_t)>& progress = {});
+
+// for_each_packed into memory (tests, small models).
 PackedWeights pack_weights(const std::vector<const Plan*>& plans, const model::ModelConfig& config,
                            const model::Weights& weights,
                            const std::function<void(size_t, size_t)>& progress = {});
+
+// for_each_packed straight into `file` (the format PackedWeights::save
+// writes, header padded to the room reserved before the data): a deploy never
+// holds the packed model in memory. PackedWeights::load(file) equals
+// pack_weights(...) of the same arguments.
+void write_packed_weights(const std::filesystem::path& file, const std::vector<const Plan*>& plans,
+                          const model::ModelConfig& config, const model::Weights& weights,
+                          const std::function<void(size_t, size_t)>& progress = {});
 
 }  // namespace tessera::compiler

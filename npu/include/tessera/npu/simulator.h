@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,11 @@
 namespace tessera::npu {
 
 using HostMemory = std::map<std::string, std::vector<std::byte>>;
+// Host buffers the device only reads, viewed where they already are (packed
+// weights in a memory-mapped file) instead of copied into HostMemory. A view
+// must have exactly HostBuffer::bytes; a launch that writes one, or a name in
+// both maps, is a SimulationError.
+using HostViews = std::map<std::string, std::span<const std::byte>>;
 
 struct TileStats {
   int64_t kernel_calls = 0;
@@ -92,11 +98,12 @@ class Simulator {
                      const KernelRegistry& registry = KernelRegistry::global());
   // Validates the design first; host buffers missing from `host` are created
   // zero-filled, existing ones must have exactly HostBuffer::bytes.
-  SimStats run(const Design& design, HostMemory& host) const;
+  SimStats run(const Design& design, HostMemory& host, const HostViews* views = nullptr) const;
   // Validates and lays out once (DesignError as run()); the result runs only
   // on this simulator or its copies (same spec and registry).
   std::shared_ptr<const PreparedDesign> prepare(const Design& design) const;
-  SimStats run(const PreparedDesign& prepared, HostMemory& host) const;
+  SimStats run(const PreparedDesign& prepared, HostMemory& host,
+               const HostViews* views = nullptr) const;
 
  private:
   DeviceSpec spec_;

@@ -89,6 +89,9 @@ struct PhaseResult {
 
 struct DeployReport {
   std::string model;
+  // The deployed model's weights at 2 bytes each (issue 16's memory budget:
+  // peak RSS at most 1.5x this plus a fixed allowance). Not in to_json().
+  int64_t weight_bf16_bytes = 0;
   std::vector<PhaseResult> phases;
   bool passed() const;
   // The first failed phase and check, one line: "phase 3 (model): L7.h_out cosine 0.91 < 0.99".

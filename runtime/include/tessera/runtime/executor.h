@@ -1,7 +1,8 @@
 #pragma once
 // Runs one Plan (one forward call: S tokens after P cached positions) on the
 // modelled NPU: every NPU step's design executes on the functional simulator
-// with its weights swapped in from PackedWeights (no re-layout) and its
+// with its weights read in place from PackedWeights (npu::HostViews of the
+// mapped packed-weights file: no re-layout, no copy) and its
 // activation inputs packed from the values earlier steps produced; host steps
 // (plan.h default style) run here with the same bf16 rules a tile has (they
 // only move bf16 values: gather, copy, argmax).
@@ -44,7 +45,7 @@ struct ExecResult {
 
 class Executor {
  public:
-  Executor(const npu::DeviceSpec& spec, compiler::PackedWeights& weights);
+  Executor(const npu::DeviceSpec& spec, const compiler::PackedWeights& weights);
 
   // `inputs` holds the host values the graph reads: "host:token_ids" (ids as
   // floats), "host:rope_cos", "host:rope_sin" ([S, head_dim/2], oracle::
@@ -60,9 +61,8 @@ class Executor {
   // logits are those of the last real token, not of a pad. progress(done,
   // total) is called after every step.
   //
-  // The packed weights are swapped into the simulator's host memory for the
-  // duration of a step (and back, also on exceptions): one Executor, or several
-  // sharing one PackedWeights, must not run concurrently.
+  // The packed weights are only read (views, never swapped or written), so
+  // several Executors may share one PackedWeights.
   ExecResult run(const compiler::Plan& plan, const Values& inputs,
                  const std::set<std::string>* keep = nullptr,
                  const std::function<void(size_t, size_t)>& progress = {},
@@ -76,7 +76,7 @@ class Executor {
 
  private:
   npu::DeviceSpec spec_;
-  compiler::PackedWeights* weights_;
+  const compiler::PackedWeights* weights_;
   npu::Simulator sim_;
   std::map<const kernels::BuiltOp*,
            std::pair<std::shared_ptr<const kernels::BuiltOp>, std::shared_ptr<const npu::PreparedDesign>>>
