@@ -14,14 +14,17 @@
 namespace tessera::model {
 namespace {
 
+// Both are leaked on purpose: a MappedFile held by another static (a test's
+// model cache, a registry of designs) unregisters itself during static
+// destruction, possibly after these would have been destroyed.
 std::mutex& registry_mutex() {
-  static std::mutex m;
-  return m;
+  static auto* m = new std::mutex;
+  return *m;
 }
 
 std::map<uintptr_t, uintptr_t>& registry() {  // begin -> end of every live mapping
-  static std::map<uintptr_t, uintptr_t> r;
-  return r;
+  static auto* r = new std::map<uintptr_t, uintptr_t>;
+  return *r;
 }
 
 bool inside_mapping(uintptr_t begin, uintptr_t end) {
