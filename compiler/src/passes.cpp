@@ -11,6 +11,7 @@
 #include "passes_internal.h"
 #include "plan_text.h"
 #include "tessera/core/error.h"
+#include "tessera/core/mutants.h"
 
 namespace tessera::compiler {
 
@@ -102,7 +103,14 @@ Launch place_launch(const Plan& plan, size_t i, bool on_host, const npu::DeviceS
 
 void build_launch(const Plan& plan, Launch& l, DesignCache& cache) {
   const Node& node = plan.graph.nodes.at(l.node);
-  const DesignCache::Entry& e = cache.get(l.shape, l.tiles);
+  // Mutant exec_kv_write_prev (core/mutants.h): layer 1's kv_append writes its
+  // rows one position early; on the NPU that is a design built for pos - 1
+  // behind a launch that still names pos (the host step: runtime/executor.cpp).
+  kernels::OpShape shape = l.shape;
+  if (mutant_on(Mutant::exec_kv_write_prev) && shape.op == "kv_append" && node.layer == 1 &&
+      shape.dim("pos") > 0)
+    shape.dims["pos"] -= 1;
+  const DesignCache::Entry& e = cache.get(shape, l.tiles);
   l.op = e.op;
   l.timing = e.timing;
   l.weight_layouts.clear();

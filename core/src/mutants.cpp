@@ -24,7 +24,7 @@ const std::vector<MutantInfo>& mutants() {
       {Mutant::softmax_scale_prefill, "softmax_scale_prefill", "builders", "prefill softmax scale x1.01"},
       {Mutant::softmax_scale_decode, "softmax_scale_decode", "builders", "decode softmax scale x1.01"},
       {Mutant::exec_swap_gate_up, "exec_swap_gate_up", "executor", "L1 gate and up weight buffers swapped"},
-      {Mutant::exec_kv_write_prev, "exec_kv_write_prev", "executor", "L1 host kv_append writes one row early"},
+      {Mutant::exec_kv_write_prev, "exec_kv_write_prev", "executor", "L1 kv_append writes one row early (host step or NPU design)"},
       {Mutant::host_embed_row_shift, "host_embed_row_shift", "executor", "host embedding row 0 gathers id + 1"},
       {Mutant::session_stuck_pos, "session_stuck_pos", "session", "first decode step does not advance"},
       {Mutant::session_kv_stale_row, "session_kv_stale_row", "session", "last layer caches the previous row on decode"},
