@@ -66,5 +66,10 @@ function(tessera_test_executable target layer srcs deps labels)
     TESSERA_TEST_DATA="${PROJECT_SOURCE_DIR}/tests/data"
     TESSERA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   tessera_warnings(${target})
-  gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${labels})
+  # Slow tests start first under ctest -j (see cli/CMakeLists.txt on COST).
+  set(cost 0)
+  if(labels STREQUAL "slow")
+    set(cost 100)
+  endif()
+  gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${labels} COST ${cost})
 endfunction()
