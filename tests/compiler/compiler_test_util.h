@@ -8,7 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include "tessera/compiler/plan.h"
 #include "tessera/model/config.h"
+#include "tessera/npu/device_spec.h"
 
 namespace tessera::compiler::testing_util {
 
@@ -27,6 +29,12 @@ inline model::ModelConfig small_vocab(const std::string& preset, int64_t layers)
   c.vocab_size = 1024;
   c.bos_token_ids = {1};
   c.eos_token_ids = {2};
+  return c;
+}
+
+// One cache for the whole test binary: builds are the slow part.
+inline DesignCache& cache() {
+  static DesignCache c(npu::DeviceSpec::preset("xdna2"));
   return c;
 }
 

@@ -24,10 +24,7 @@ model::ModelConfig small(const std::string& preset = "qwen2.5-0.5b") {
   return testing_util::small_vocab(preset, 2);
 }
 
-DesignCache& cache() {
-  static DesignCache c(npu::DeviceSpec::preset("xdna2"));
-  return c;
-}
+using testing_util::cache;
 
 Plan lower_with(const model::ModelConfig& c, int64_t S, int64_t P, PlanStyle style,
                 std::set<std::string> disabled = {}, std::string bug = "") {

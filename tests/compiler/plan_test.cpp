@@ -19,11 +19,7 @@ using testing_util::with_layers;
 
 using testing_util::small_vocab;
 
-// One cache for the whole test binary: builds are the slow part.
-DesignCache& cache() {
-  static DesignCache c(npu::DeviceSpec::preset("xdna2"));
-  return c;
-}
+using testing_util::cache;
 
 Plan lower_style(const model::ModelConfig& c, int64_t S, int64_t P, PlanStyle style) {
   PlanOptions o;

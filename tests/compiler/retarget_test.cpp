@@ -14,10 +14,7 @@
 namespace tessera::compiler {
 namespace {
 
-DesignCache& cache() {
-  static DesignCache c(npu::DeviceSpec::preset("xdna2"));
-  return c;
-}
+using testing_util::cache;
 
 Plan lower_at(const model::ModelConfig& c, int64_t P, PlanStyle style, int64_t context) {
   PlanOptions o;

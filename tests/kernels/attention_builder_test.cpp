@@ -28,12 +28,7 @@ struct Case {
   int64_t S, P, heads, kv, D;
 };
 
-std::vector<float> bf16_values(size_t n, uint32_t seed, float lo, float hi) {
-  auto v = test::random_bf16(n, seed, lo, hi);
-  std::vector<float> f(n);
-  for (size_t i = 0; i < n; ++i) f[i] = bf16_to_f32(v[i]);
-  return f;
-}
+using test::bf16_values;
 
 int64_t planted_kv_map(int64_t h, int64_t, int64_t kv) { return h % kv; }
 

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "tessera/core/bf16.h"
+#include "tessera/kernels/op_builder.h"
 #include "tessera/kernels/tile_kernels.h"
 #include "tessera/npu/kernel_registry.h"
 
@@ -29,6 +30,19 @@ inline std::vector<bf16> random_bf16(size_t n, uint32_t seed, float lo = -1.0f, 
   std::vector<bf16> v(n);
   for (auto& x : v) x = f32_to_bf16(dist(rng));
   return v;
+}
+
+// bf16-representable values as floats, so that the only differences from the
+// fp32 oracle are fp32 accumulation order and the final bf16 rounding.
+inline std::vector<float> bf16_values(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  auto v = random_bf16(n, seed, lo, hi);
+  std::vector<float> f(n);
+  for (size_t i = 0; i < n; ++i) f[i] = bf16_to_f32(v[i]);
+  return f;
+}
+
+inline OpShape linear_shape(int64_t M, int64_t K, int64_t N) {
+  return OpShape{"linear", {{"M", M}, {"K", K}, {"N", N}}, {}};
 }
 
 inline std::vector<double> to_f64(std::span<const bf16> v) {

@@ -14,12 +14,7 @@
 namespace tessera::kernels {
 namespace {
 
-std::vector<float> bf16_values(size_t n, uint32_t seed) {
-  auto v = test::random_bf16(n, seed);
-  std::vector<float> f(n);
-  for (size_t i = 0; i < n; ++i) f[i] = bf16_to_f32(v[i]);
-  return f;
-}
+using test::bf16_values;
 
 OpShape kv_shape(int64_t M, int64_t T, int64_t pos, int64_t kv) {
   return {"kv_append", {{"M", M}, {"T", T}, {"pos", pos}, {"kv_dim", kv}}, {}};

@@ -22,18 +22,8 @@ namespace {
 using test::kU32;
 using test::kUBf16;
 
-// bf16-representable values, so that the only differences from the fp32
-// oracle are fp32 accumulation order and the final bf16 rounding.
-std::vector<float> bf16_values(size_t n, uint32_t seed) {
-  auto v = test::random_bf16(n, seed);
-  std::vector<float> f(n);
-  for (size_t i = 0; i < n; ++i) f[i] = bf16_to_f32(v[i]);
-  return f;
-}
-
-OpShape linear_shape(int64_t M, int64_t K, int64_t N) {
-  return OpShape{"linear", {{"M", M}, {"K", K}, {"N", N}}, {}};
-}
+using test::bf16_values;
+using test::linear_shape;
 
 // Simulates linear(M, K, N) and checks every element against the oracle:
 // |y - ref| <= u_bf16 |ref| (output rounding) + 2 K u_32 sum_k |x w| (fp32 sums).

@@ -21,12 +21,7 @@ namespace {
 using test::kU32;
 using test::kUBf16;
 
-std::vector<float> bf16_values(size_t n, uint32_t seed) {
-  auto v = test::random_bf16(n, seed);
-  std::vector<float> f(n);
-  for (size_t i = 0; i < n; ++i) f[i] = bf16_to_f32(v[i]);
-  return f;
-}
+using test::bf16_values;
 
 // Normalises rows of n values of x; bound |ref| (u_bf16 + (n/2 + 8) u_32).
 void check_norm(const std::string& op, int64_t M, int64_t heads, int64_t n,

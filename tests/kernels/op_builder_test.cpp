@@ -4,14 +4,13 @@
 
 #include "tessera/kernels/builders/builder_support.h"
 #include "tessera/kernels/op_builder.h"
+#include "kernel_test_util.h"
 #include "tessera/npu/device_spec.h"
 
 namespace tessera::kernels {
 namespace {
 
-OpShape linear_shape(int64_t M, int64_t K, int64_t N) {
-  return OpShape{"linear", {{"M", M}, {"K", K}, {"N", N}}, {}};
-}
+using test::linear_shape;
 
 TEST(OpShape, KeyIsStableAndDimsAreChecked) {
   OpShape s = linear_shape(17, 2048, 8192);

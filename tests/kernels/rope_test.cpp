@@ -11,7 +11,7 @@
 namespace tessera::kernels::test {
 namespace {
 
-enum class Body { kernel, planted_adjacent_pairs };
+enum class RopeBody { kernel, planted_adjacent_pairs };
 
 // The planted bug: GPT-J style pairing (2i, 2i+1) instead of (i, i + d/2),
 // with the right angles. Test-only; the product has no such variant.
@@ -32,7 +32,7 @@ void rope_adjacent_pairs(const std::vector<bf16>& x, const oracle::RopeTable& t,
 // are each within 2 u32 (|a c| + |b s|) of exact, a bf16 table moves c and s
 // by u_bf16 relative (u_bf16 (|a c| + |b s|)), and the output RNE adds
 // u_bf16 |ref|.
-::testing::AssertionResult check(RopeDims d, int64_t first_pos, bool bf16_table, Body body) {
+::testing::AssertionResult check(RopeDims d, int64_t first_pos, bool bf16_table, RopeBody body) {
   std::vector<float> inv_freq(d.head_dim / 2);
   for (size_t i = 0; i < inv_freq.size(); ++i)
     inv_freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * double(i) / double(d.head_dim)));
@@ -40,7 +40,7 @@ void rope_adjacent_pairs(const std::vector<bf16>& x, const oracle::RopeTable& t,
   const int64_t n = d.rows * d.heads * d.head_dim;
   auto x = random_bf16(n, 31, -2, 2);
   std::vector<bf16> out(n);
-  if (body == Body::planted_adjacent_pairs) {
+  if (body == RopeBody::planted_adjacent_pairs) {
     rope_adjacent_pairs(x, t, d, out);
   } else {
     npu::KernelParams p{{"rows", d.rows}, {"heads", d.heads}, {"head_dim", d.head_dim},
@@ -76,7 +76,7 @@ TEST(Rope, MatchesOracleRotateHalf) {
   for (int64_t d : {2, 6, 64, 80, 128}) {
     for (int64_t heads : {1, 9, 14}) {
       for (bool bf16_table : {false, true}) {
-        EXPECT_TRUE(check({3, heads, d}, 2040, bf16_table, Body::kernel))
+        EXPECT_TRUE(check({3, heads, d}, 2040, bf16_table, RopeBody::kernel))
             << "head_dim " << d << " heads " << heads << " bf16 table " << bf16_table;
       }
     }
@@ -84,7 +84,7 @@ TEST(Rope, MatchesOracleRotateHalf) {
 }
 
 TEST(Rope, PlantedAdjacentPairingFails) {
-  ::testing::AssertionResult r = check({3, 2, 64}, 17, false, Body::planted_adjacent_pairs);
+  ::testing::AssertionResult r = check({3, 2, 64}, 17, false, RopeBody::planted_adjacent_pairs);
   EXPECT_FALSE(r);
   std::cout << "planted (i, i+1) pairing caught: " << r.message() << "\n";
 }

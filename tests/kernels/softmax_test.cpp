@@ -10,7 +10,7 @@
 namespace tessera::kernels::test {
 namespace {
 
-enum class Body { kernel, planted_no_max_subtraction };
+enum class SoftmaxBody { kernel, planted_no_max_subtraction };
 
 // The planted bug: exp(x) / sum exp(x) straight away, same tile exp and
 // rounding. Test-only; the product has no such variant.
@@ -29,10 +29,10 @@ void softmax_without_max(const std::vector<bf16>& x, std::vector<bf16>& out, int
 // polynomial by 2e-6: E_j = u_bf16 (|d_j| + 1) + 2e-6. The sum carries the
 // p-weighted mean of E_j plus n u32 of fp32 summation; the reciprocal and
 // multiply 2 u32; the output RNE u_bf16.
-::testing::AssertionResult check(int64_t rows, int64_t n, float lo, float hi, Body body) {
+::testing::AssertionResult check(int64_t rows, int64_t n, float lo, float hi, SoftmaxBody body) {
   auto x = random_bf16(rows * n, 41 + n, lo, hi);
   std::vector<bf16> out(rows * n);
-  if (body == Body::kernel) {
+  if (body == SoftmaxBody::kernel) {
     run_kernel("softmax", {{"rows", rows}, {"n", n}}, {bytes_of(x), bytes_of(out)});
   } else {
     softmax_without_max(x, out, rows, n);
@@ -62,14 +62,14 @@ void softmax_without_max(const std::vector<bf16>& x, std::vector<bf16>& out, int
 
 TEST(Softmax, MatchesScalarReferenceOnRaggedRows) {
   for (int64_t n : {1, 2, 17, 64, 151, 1000}) {
-    EXPECT_TRUE(check(3, n, -8, 8, Body::kernel)) << "n " << n;
+    EXPECT_TRUE(check(3, n, -8, 8, SoftmaxBody::kernel)) << "n " << n;
   }
 }
 
 // Logits around 100 (well inside bf16 range, exp overflows beyond ~88.7).
 TEST(Softmax, LargeLogitsNeedMaxSubtraction) {
-  EXPECT_TRUE(check(2, 50, 90, 120, Body::kernel));
-  ::testing::AssertionResult r = check(2, 50, 90, 120, Body::planted_no_max_subtraction);
+  EXPECT_TRUE(check(2, 50, 90, 120, SoftmaxBody::kernel));
+  ::testing::AssertionResult r = check(2, 50, 90, 120, SoftmaxBody::planted_no_max_subtraction);
   EXPECT_FALSE(r);
   std::cout << "planted softmax without max subtraction caught: " << r.message() << "\n";
 }

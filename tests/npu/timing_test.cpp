@@ -23,7 +23,7 @@ DeviceSpec spec() {
 }
 
 // "work": costs its `cycles` parameter, counts its `macs` parameter.
-const KernelRegistry& registry() {
+const KernelRegistry& work_registry() {
   static KernelRegistry r = [] {
     KernelRegistry k;
     auto get = [](const KernelParams& p, const char* key) { return std::get<int64_t>(p.at(key)); };
@@ -47,7 +47,7 @@ const KernelRegistry& registry() {
   return r;
 }
 
-Fifo fifo(const std::string& name, TileCoord p, std::vector<TileCoord> c, int64_t bytes) {
+Fifo timing_fifo(const std::string& name, TileCoord p, std::vector<TileCoord> c, int64_t bytes) {
   Fifo f;
   f.name = name;
   f.producer = p;
@@ -70,7 +70,7 @@ Launch feed_core(int col, int64_t object_bytes, int64_t objects, int64_t cycles,
   Launch l;
   l.name = "feed" + std::to_string(col);
   std::string f = "in" + std::to_string(col);
-  l.fifos.push_back(fifo(f, {col, 0}, {{col, 2}}, object_bytes));
+  l.fifos.push_back(timing_fifo(f, {col, 0}, {{col, 2}}, object_bytes));
   CoreOp call = op(CoreOp::Kind::call, "work");
   call.params = {{"cycles", cycles}, {"macs", macs}};
   CoreOp loop = op(CoreOp::Kind::loop, "", objects);
@@ -93,7 +93,7 @@ TEST(Timing, ComputeBound) {
   DeviceSpec s = spec();
   s.kernel_efficiency["work"] = 0.5;
   // 4 objects of 1 KiB; 4 x 100000 cycles at 50 % efficiency = 800 us.
-  DispatchTiming t = estimate_time(one(feed_core(0, 1024, 4, 100000, 1000), 4096), s, registry());
+  DispatchTiming t = estimate_time(one(feed_core(0, 1024, 4, 100000, 1000), 4096), s, work_registry());
   const LaunchTiming& l = t.launches.at(0);
   EXPECT_DOUBLE_EQ(l.compute_seconds, 800e-6);
   EXPECT_DOUBLE_EQ(l.stream_seconds, 4096 / 4e9);
@@ -115,10 +115,10 @@ TEST(Timing, StreamBoundThroughMemTile) {
   // 64 objects of 16 KiB forwarded by a mem tile: 1 MiB per port = 262.144 us.
   Launch l = feed_core(0, 16384, 64, 100, 0);
   l.fifos[0].consumers = {{0, 1}};
-  l.fifos.push_back(fifo("l1", {0, 1}, {{0, 2}}, 16384));
+  l.fifos.push_back(timing_fifo("l1", {0, 1}, {{0, 2}}, 16384));
   l.links.push_back({{0, 1}, {"in0"}, {"l1"}, {0}});
   for (auto& o : l.cores[0].program[0].body) o.fifo = o.fifo.empty() ? "" : "l1";
-  DispatchTiming t = estimate_time(one(l, 1 << 20), spec(), registry());
+  DispatchTiming t = estimate_time(one(l, 1 << 20), spec(), work_registry());
   const LaunchTiming& lt = t.launches.at(0);
   EXPECT_DOUBLE_EQ(lt.stream_seconds, (1 << 20) / 4e9);
   EXPECT_DOUBLE_EQ(lt.dma_seconds, lt.stream_seconds);  // contiguous: a tie goes to stream
@@ -134,7 +134,7 @@ TEST(Timing, DmaBoundByShortRuns) {
   Launch l = feed_core(0, 16384, 64, 100, 0);
   l.sequence[0].pattern = {0, {{1024, 64}, {32, 1}}, 1};  // 32768 elements = 64 KiB... per repeat
   l.sequence[0].pattern.repeat = 16;                        // x16 = 1 MiB
-  DispatchTiming t = estimate_time(one(l, 1 << 17), spec(), registry());
+  DispatchTiming t = estimate_time(one(l, 1 << 17), spec(), work_registry());
   const LaunchTiming& lt = t.launches.at(0);
   EXPECT_DOUBLE_EQ(lt.stream_seconds, (1 << 20) / 4e9);
   EXPECT_DOUBLE_EQ(lt.dma_seconds, 8.0 * (1 << 20) / 4e9);
@@ -152,7 +152,7 @@ TEST(Timing, ComputeTermNamesItsUnit) {
   for (const char* kernel : {"work", "vec", "ovh"}) {
     Launch l = feed_core(0, 1024, 4, 100000, 0);
     l.cores[0].program[0].body[1].kernel = kernel;
-    DispatchTiming t = estimate_time(one(l, 4096), spec(), registry());
+    DispatchTiming t = estimate_time(one(l, 4096), spec(), work_registry());
     const std::string want = std::string(kernel) == "work" ? "compute"
                              : std::string(kernel) == "vec" ? "vector"
                                                             : "overhead";
@@ -168,13 +168,13 @@ TEST(Timing, PerObjectDmaOverhead) {
   DeviceSpec s = spec();
   s.dma_object_overhead_cycles = 100;
   // 1024 objects of 256 B: 64 cycles of stream each, plus 100 of overhead.
-  DispatchTiming t = estimate_time(one(feed_core(0, 256, 1024, 1, 0), 1 << 18), s, registry());
+  DispatchTiming t = estimate_time(one(feed_core(0, 256, 1024, 1, 0), 1 << 18), s, work_registry());
   const LaunchTiming& l = t.launches[0];
   EXPECT_DOUBLE_EQ(l.stream_seconds, (1 << 18) / 4e9);
   EXPECT_NEAR(l.dma_seconds, (1 << 18) / 4e9 + 1024 * 100e-9, 1e-12);
   EXPECT_EQ(l.bound, "dma");
   s.dma_object_overhead_cycles = 0;
-  EXPECT_EQ(estimate_time(one(feed_core(0, 256, 1024, 1, 0), 1 << 18), s, registry()).launches[0].bound,
+  EXPECT_EQ(estimate_time(one(feed_core(0, 256, 1024, 1, 0), 1 << 18), s, work_registry()).launches[0].bound,
             "stream");
 }
 
@@ -193,7 +193,7 @@ TEST(Timing, DdrBound) {
     l.sequence.push_back(one_col.sequence[0]);
   }
   d.launches.push_back(l);
-  DispatchTiming t = estimate_time(d, s, registry());
+  DispatchTiming t = estimate_time(d, s, work_registry());
   EXPECT_DOUBLE_EQ(t.launches[0].ddr_seconds, (4 << 20) / 10e9);
   EXPECT_EQ(t.launches[0].bound, "ddr");
   EXPECT_EQ(t.bound, "ddr");
@@ -203,7 +203,7 @@ TEST(Timing, DdrBound) {
 TEST(Timing, OverheadBoundAcrossLaunches) {
   Design d = one(feed_core(0, 1024, 2, 100, 0), 2048);
   d.launches.push_back(d.launches[0]);
-  DispatchTiming t = estimate_time(d, spec(), registry());
+  DispatchTiming t = estimate_time(d, spec(), work_registry());
   ASSERT_EQ(t.launches.size(), 2u);
   EXPECT_DOUBLE_EQ(t.launches[0].reconfigure_seconds, 0);
   EXPECT_DOUBLE_EQ(t.launches[1].reconfigure_seconds, 3e-6);
@@ -220,7 +220,7 @@ TEST(Timing, BroadcastPortCarriesEachObjectOnce) {
   l.fifos[0].consumers = {{0, 2}, {0, 3}};
   l.cores.push_back(l.cores[0]);
   l.cores[1].tile = {0, 3};
-  DispatchTiming t = estimate_time(one(l, 1 << 16), spec(), registry());
+  DispatchTiming t = estimate_time(one(l, 1 << 16), spec(), work_registry());
   int64_t producer = 0, consumers = 0;
   for (const auto& c : t.launches[0].channels) (c.s2mm ? consumers : producer) += c.bytes;
   EXPECT_EQ(producer, 1 << 16);

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "pipeline_test_util.h"
 #include "tessera/core/bf16.h"
 #include "tessera/core/error.h"
 #include "tessera/core/mutants.h"
@@ -28,14 +29,10 @@ namespace {
 using kernels::OpShape;
 
 // bf16-exact values ~N(0, scale^2) (sum of 4 uniforms), deterministic.
-std::vector<float> values(size_t n, double scale, uint64_t seed) {
+std::vector<float> gauss_values(size_t n, double scale, uint64_t seed) {
   std::vector<float> v(n);
-  uint64_t z = seed;
-  auto uni = [&] {
-    z = z * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<double>(z >> 11) / 9007199254740992.0 - 0.5;
-  };
-  for (float& x : v) x = round_bf16(static_cast<float>(scale * (uni() + uni() + uni() + uni())));
+  test_util::Gauss4 gauss(seed);
+  for (float& x : v) x = round_bf16(static_cast<float>(scale * (gauss())));
   return v;
 }
 
@@ -61,7 +58,7 @@ int64_t outside(const OpShape& s, const std::vector<std::vector<float>>& in, con
 
 // The GEMM tile (M > 1) or the GEMV tile (M = 1) over the whole K at once.
 int64_t linear_outside(int64_t M, int64_t K, int64_t N, double scale) {
-  const std::vector<float> x = values(static_cast<size_t>(M * K), scale, 11), w = values(static_cast<size_t>(N * K), 0.05, 12);
+  const std::vector<float> x = gauss_values(static_cast<size_t>(M * K), scale, 11), w = gauss_values(static_cast<size_t>(N * K), 0.05, 12);
   const auto xb = to_bf16(x), wb = to_bf16(w);
   std::vector<float> acc(static_cast<size_t>(M * N));
   if (M == 1) kernels::gemv_block(wb.data(), xb.data(), acc.data(), N, K, false);
@@ -73,7 +70,7 @@ int64_t linear_outside(int64_t M, int64_t K, int64_t N, double scale) {
 
 // kernel_eps: the epsilon the tile is given (the reference always uses eps).
 int64_t rmsnorm_outside(int64_t rows, int64_t n, double scale, double eps, double kernel_eps = 0) {
-  const std::vector<float> x = values(static_cast<size_t>(rows * n), scale, 21), w = values(static_cast<size_t>(n), 1.0, 22);
+  const std::vector<float> x = gauss_values(static_cast<size_t>(rows * n), scale, 21), w = gauss_values(static_cast<size_t>(n), 1.0, 22);
   std::vector<bf16> y(x.size());
   kernels::rmsnorm_rows(to_bf16(x).data(), to_bf16(w).data(), y.data(), rows, n,
                         static_cast<float>(kernel_eps > 0 ? kernel_eps : eps));
@@ -85,7 +82,7 @@ int64_t rope_outside(double scale) {
   std::vector<float> inv(D / 2);
   for (int64_t i = 0; i < D / 2; ++i) inv[static_cast<size_t>(i)] = static_cast<float>(std::pow(1e4, -2.0 * i / D));
   const oracle::RopeTable t = oracle::rope_table(inv, 1000, M);  // far positions: every angle
-  const std::vector<float> x = values(static_cast<size_t>(M * heads * D), scale, 31);
+  const std::vector<float> x = gauss_values(static_cast<size_t>(M * heads * D), scale, 31);
   std::vector<bf16> y(x.size());
   kernels::rope_rows(to_bf16(x).data(), t.cos.data(), t.sin.data(), y.data(), {M, heads, D});
   return outside({"rope", {{"M", M}, {"heads", heads}, {"head_dim", D}}, {}}, {x, t.cos, t.sin}, to_f32(y));
@@ -93,7 +90,7 @@ int64_t rope_outside(double scale) {
 
 int64_t silu_outside(double gate_scale, double up_scale) {
   const size_t n = 8192;
-  const std::vector<float> g = values(n, gate_scale, 41), u = values(n, up_scale, 42);
+  const std::vector<float> g = gauss_values(n, gate_scale, 41), u = gauss_values(n, up_scale, 42);
   std::vector<bf16> y(n);
   kernels::silu_mul(to_bf16(g).data(), to_bf16(u).data(), y.data(), static_cast<int64_t>(n));
   return outside({"silu_mul", {{"M", 1}, {"N", static_cast<int64_t>(n)}}, {}}, {g, u}, to_f32(y));
@@ -116,8 +113,8 @@ AttnRun run_attention(bool prefill, int64_t S, int64_t P, double q_scale, const 
   AttnRun r;
   r.shape = prefill ? OpShape{"attention_prefill", {{"S", S}, {"P", P}, {"heads", H}, {"kv_heads", KV}, {"head_dim", D}}, {}}
                     : OpShape{"attention_decode", {{"T", T}, {"heads", H}, {"kv_heads", KV}, {"head_dim", D}}, {}};
-  r.in = {values(static_cast<size_t>(rows * H * D), q_scale, 51), values(static_cast<size_t>(T * KV * D), 1.0, 52),
-          values(static_cast<size_t>(T * KV * D), 1.0, 53)};
+  r.in = {gauss_values(static_cast<size_t>(rows * H * D), q_scale, 51), gauss_values(static_cast<size_t>(T * KV * D), 1.0, 52),
+          gauss_values(static_cast<size_t>(T * KV * D), 1.0, 53)};
   r.out.resize(r.in[0].size());
   const float scale = static_cast<float>(kernel_scale > 0 ? kernel_scale : 1.0 / std::sqrt(static_cast<double>(D)));
   std::vector<float> acc(static_cast<size_t>(kernels::attn_state_floats(1, D))), st(acc.size());
@@ -151,10 +148,8 @@ AttnRun run_attention(bool prefill, int64_t S, int64_t P, double q_scale, const 
 
 int64_t attention_outside(const AttnRun& r, const AttnSchedule& sched) { return outside(r.shape, r.in, r.out, sched); }
 
-struct MutantScope {
-  explicit MutantScope(Mutant m) { set_active_mutant(m); }
-  ~MutantScope() { set_active_mutant(Mutant::none); }
-};
+// Planted with the named mutants (core/mutants.h) through the real kernels.
+using test_util::MutantScope;
 
 TEST(Bf16Reference, HonestKernelsStayInsideOnTheSweeps) {
   for (const double s : {std::ldexp(1.0, -40), 1.0, std::ldexp(1.0, 40)}) {

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "pipeline_test_util.h"
 #include "tessera/pipeline/deploy.h"
 
 namespace tessera::pipeline {
@@ -18,11 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path kFixtures = fs::path(TESSERA_TEST_DATA) / "oracle";
 
-fs::path scratch(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("tessera-deploy-slow-" + std::to_string(::getpid())) / name;
-  fs::remove_all(p);
-  return p;
-}
+using test_util::scratch;
 
 std::vector<std::string> fixtures() {
   std::vector<std::string> n;

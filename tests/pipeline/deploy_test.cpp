@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "pipeline_test_util.h"
 #include "tessera/compiler/graph.h"
 #include "tessera/core/error.h"
 #include "tessera/core/mutants.h"
@@ -28,18 +29,9 @@ namespace fs = std::filesystem;
 constexpr double u = 1.0 / 256.0;
 
 // One directory per test process and name (parallel ctest runs processes side by side).
-fs::path scratch(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("tessera-deploy-test-" + std::to_string(::getpid())) / name;
-  fs::remove_all(p);
-  return p;
-}
+using test_util::scratch;
 
-std::string slurp(const fs::path& f) {
-  std::ifstream in(f, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test_util::slurp;
 
 DeployOptions tiny_options(const std::string& preset, const fs::path& out) {
   DeployOptions o;

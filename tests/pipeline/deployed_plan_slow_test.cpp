@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "pipeline_test_util.h"
 #include "tessera/core/error.h"
 #include "tessera/model/model_dir.h"
 #include "tessera/pipeline/deploy.h"
@@ -20,11 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path scratch(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("tessera-deployed-plan-test-" + std::to_string(::getpid())) / name;
-  fs::remove_all(p);
-  return p;
-}
+using test_util::scratch;
 
 DeployOptions tiny(const fs::path& out) {
   DeployOptions o;

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "pipeline_test_util.h"
 #include "tessera/core/bf16.h"
 #include "tessera/core/mutants.h"
 #include "tessera/model/config.h"
@@ -30,18 +31,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path scratch(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("tessera-diagnose-test-" + std::to_string(::getpid())) / name;
-  fs::remove_all(p);
-  return p;
-}
+using test_util::scratch;
 
-std::string slurp(const fs::path& f) {
-  std::ifstream in(f, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test_util::slurp;
 
 DeployOptions tiny(const std::string& name, int last_phase) {
   DeployOptions o;

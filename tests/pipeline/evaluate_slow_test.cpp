@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "pipeline_test_util.h"
 #include "tessera/compiler/packed_weights.h"
 #include "tessera/pipeline/deploy.h"
 #include "tessera/pipeline/evaluate.h"
@@ -30,12 +31,7 @@ namespace fs = std::filesystem;
 
 fs::path root() { return fs::temp_directory_path() / ("tessera-evaluate-test-" + std::to_string(::getpid())); }
 
-std::string slurp(const fs::path& f) {
-  std::ifstream in(f, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test_util::slurp;
 
 void spit(const fs::path& f, const std::string& s) { std::ofstream(f, std::ios::binary) << s; }
 

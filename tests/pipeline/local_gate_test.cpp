@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "pipeline_test_util.h"
 #include "tessera/compiler/graph.h"
 #include "tessera/core/bf16.h"
 #include "tessera/core/mutants.h"
@@ -26,38 +27,34 @@ namespace {
 using compiler::ValueKind;
 using compiler::ValueRef;
 
-constexpr int64_t S = 16, H = 8, D = 64;
+constexpr int64_t kS = 16, kH = 8, kD = 64;
 
 std::vector<float> gaussian(size_t n, uint64_t seed) {
   std::vector<float> v(n);
-  uint64_t z = seed;
-  auto uni = [&] {
-    z = z * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<double>(z >> 11) / 9007199254740992.0 - 0.5;
-  };
-  for (float& x : v) x = static_cast<float>(uni() + uni() + uni() + uni());
+  test_util::Gauss4 gauss(seed);
+  for (float& x : v) x = static_cast<float>(gauss());
   return v;
 }
 
 oracle::RopeTable table() {
-  std::vector<float> inv(D / 2);
-  for (int64_t i = 0; i < D / 2; ++i)
-    inv[static_cast<size_t>(i)] = static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(i) / D));
-  return oracle::rope_table(inv, 0, S);
+  std::vector<float> inv(kD / 2);
+  for (int64_t i = 0; i < kD / 2; ++i)
+    inv[static_cast<size_t>(i)] = static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(i) / kD));
+  return oracle::rope_table(inv, 0, kS);
 }
 
-kernels::OpShape rope_shape() { return {"rope", {{"M", S}, {"heads", H}, {"head_dim", D}}, {}}; }
+kernels::OpShape rope_shape() { return {"rope", {{"M", kS}, {"heads", kH}, {"head_dim", kD}}, {}}; }
 
 // q_rot = rope(q) and o = linear(attn_out): the run below never keeps attn_out.
 compiler::Graph graph() {
   compiler::Graph g;
   g.model = "local-gate-test";
-  g.seq = S;
+  g.seq = kS;
   g.nodes.push_back({0, "q_rot", rope_shape(),
                      {{ValueKind::activation, "q", 0, false}, {ValueKind::host, "rope_cos", -1, false},
                       {ValueKind::host, "rope_sin", -1, false}},
                      {ValueKind::activation, "q_rot", 0, false}});
-  g.nodes.push_back({0, "o", {"linear", {{"M", S}, {"K", H * D}, {"N", 32}}, {}},
+  g.nodes.push_back({0, "o", {"linear", {{"M", kS}, {"K", kH * kD}, {"N", 32}}, {}},
                      {{ValueKind::activation, "attn_out", 0, false}, {ValueKind::weight, "o_proj", 0, false}},
                      {ValueKind::activation, "o", 0, false}});
   return g;
@@ -83,7 +80,7 @@ struct NpuRun {
 // The NPU's q carries a shared 3 % error; its q_rot is computed with `cvt`.
 NpuRun run(float (*cvt)(float)) {
   const oracle::RopeTable t = table();
-  const std::vector<float> q = gaussian(static_cast<size_t>(S * H * D), 3);
+  const std::vector<float> q = gaussian(static_cast<size_t>(kS * kH * kD), 3);
   NpuRun r;
   r.truth = reference_op(rope_shape(), {q, t.cos, t.sin});
   std::vector<float> drifted(q);
@@ -114,7 +111,7 @@ TEST(LocalGate, SharedUpstreamErrorPassesLocallyButBreaksEndToEndStatistics) {
   // The same output against the oracle end to end, under the same rounding
   // model: the shared 3 % is hundreds of standard errors.
   NoiseModel nm = checks[0].threshold.noise;
-  nm.row_width = H * D;
+  nm.row_width = kH * kD;
   const Metrics e2e = compare(r.truth, r.npu.at("L0.q_rot"), nm);
   EXPECT_GT(std::fabs(e2e.slope_z), 100.0);
 }
@@ -132,7 +129,7 @@ TEST(LocalGate, TruncatedRopeTableFailsTheMagnitudeStatistics) {
 }
 
 TEST(LocalGate, LastRowRefTakesTheSelectedRow) {
-  // logits-like node: one row of a [S, K] value.
+  // logits-like node: one row of a [kS, K] value.
   compiler::Graph g;
   g.seq = 4;
   const kernels::OpShape lin{"linear", {{"M", 1}, {"K", 64}, {"N", 64}}, {}};

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "pipeline_test_util.h"
 #include "tessera/compiler/graph.h"
 #include "tessera/core/bf16.h"
 #include "tessera/core/error.h"
@@ -213,10 +214,10 @@ TEST(Phase1, GivenPromptIsTheSequence) {
 
 // A builder that delegates to the real one and plants a bug in pack/unpack,
 // registered under the real op name in the lookup the gate uses.
-class Planted : public kernels::OpBuilder {
+class Phase1Planted : public kernels::OpBuilder {
  public:
   using Bug = std::function<void(kernels::BuiltOp&)>;
-  Planted(const kernels::OpBuilder& real, Bug bug) : real_(real), bug_(std::move(bug)) {}
+  Phase1Planted(const kernels::OpBuilder& real, Bug bug) : real_(real), bug_(std::move(bug)) {}
   std::string op() const override { return real_.op(); }
   kernels::BuiltOp build(const kernels::OpShape& s, const npu::DeviceSpec& spec,
                          const kernels::TileOptions& t) const override {
@@ -232,10 +233,10 @@ class Planted : public kernels::OpBuilder {
 
 // Runs the gate with `op` replaced by a planted variant; skips while the real
 // builder has not landed (others are writing it).
-Phase1Report run_planted(const Model& m, const std::string& op, Planted::Bug bug) {
+Phase1Report run_planted(const Model& m, const std::string& op, Phase1Planted::Bug bug) {
   const auto names = kernels::op_names();
   if (std::find(names.begin(), names.end(), op) == names.end()) return {};
-  auto planted = std::make_shared<Planted>(kernels::op_builder(op), std::move(bug));
+  auto planted = std::make_shared<Phase1Planted>(kernels::op_builder(op), std::move(bug));
   const BuilderLookup real = registered_builders();
   auto lookup = [planted, op, real](const std::string& name) -> const kernels::OpBuilder* {
     return name == op ? planted.get() : real(name);
@@ -246,7 +247,7 @@ Phase1Report run_planted(const Model& m, const std::string& op, Planted::Bug bug
 void expect_fails(const Phase1Report& rep, const std::string& node, const std::string& metric) {
   bool seen = false;
   for (const auto& k : rep.results) {
-    // Planted bugs target the prefill op; decode may use another builder.
+    // Phase1Planted bugs target the prefill op; decode may use another builder.
     if (k.node != node || k.phase != "prefill") continue;
     seen = true;
     EXPECT_EQ(k.status, KernelStatus::fail) << k.phase << " " << k.shape;
@@ -392,11 +393,8 @@ TEST(Phase1, Bf16ReferenceJudgesItsOpsAndAttentionGetsTheNearTieProbe) {
   EXPECT_TRUE(near_tie);
 }
 
-// Planted with the named mutants (core/mutants.h) through the real kernels.
-struct MutantScope {
-  explicit MutantScope(Mutant m) { set_active_mutant(m); }
-  ~MutantScope() { set_active_mutant(Mutant::none); }
-};
+// Phase1Planted with the named mutants (core/mutants.h) through the real kernels.
+using test_util::MutantScope;
 
 TEST(Phase1PlantedBug, SiluSlopeFailsTheBf16Reference) {
   const MutantScope m(Mutant::silu_slope_2pct);

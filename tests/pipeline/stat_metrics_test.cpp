@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "pipeline_test_util.h"
 #include "tessera/core/bf16.h"
 #include "tessera/core/error.h"
 #include "tessera/core/mutants.h"
@@ -21,16 +22,12 @@ namespace {
 
 // Deterministic roughly Gaussian values (sum of 4 uniforms), rows of `width`
 // with per-row scales spread over two decades.
-std::vector<float> values(size_t n, size_t width, uint64_t seed) {
+std::vector<float> row_values(size_t n, size_t width, uint64_t seed) {
   std::vector<float> v(n);
-  uint64_t z = seed;
-  auto uni = [&] {
-    z = z * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<double>(z >> 11) / 9007199254740992.0 - 0.5;
-  };
+  test_util::Gauss4 gauss(seed);
   for (size_t i = 0; i < n; ++i) {
     const double row_scale = std::pow(10.0, static_cast<double>((i / width) % 7) / 3.0 - 1.0);
-    v[i] = static_cast<float>(row_scale * (uni() + uni() + uni() + uni()));
+    v[i] = static_cast<float>(row_scale * gauss());
   }
   return v;
 }
@@ -50,7 +47,7 @@ NoiseModel output_rounding(int64_t width, bool exact = false) {
 }
 
 TEST(StatMetrics, HonestRoundingPassesEveryStatistic) {
-  const std::vector<float> ref = values(64 * 256, 256, 7);
+  const std::vector<float> ref = row_values(64 * 256, 256, 7);
   std::vector<float> got(ref);
   round_bf16_inplace(got);
   const Metrics m = compare(ref, got, output_rounding(256, true));
@@ -62,7 +59,7 @@ TEST(StatMetrics, HonestRoundingPassesEveryStatistic) {
 }
 
 TEST(StatMetrics, TruncationIsAMagnitudeBias) {
-  const std::vector<float> ref = values(64 * 256, 256, 8);
+  const std::vector<float> ref = row_values(64 * 256, 256, 8);
   std::vector<float> got(ref);
   for (float& x : got) x = truncate_bf16(x);
   const Metrics m = compare(ref, got, output_rounding(256));
@@ -83,15 +80,8 @@ TEST(StatMetrics, SecondOrderRoundingBiasOfAnHonestKernelPassesAtMillionsOfEleme
   const size_t n = size_t{1} << 22;
   std::vector<bf16> gate(n), up(n), out(n);
   std::vector<float> ref(n), got(n);
-  uint64_t z = 11;
-  auto gauss = [&] {
-    double s = 0;
-    for (int k = 0; k < 4; ++k) {
-      z = z * 6364136223846793005ull + 1442695040888963407ull;
-      s += static_cast<double>(z >> 11) / 9007199254740992.0 - 0.5;
-    }
-    return static_cast<float>(0.5 * std::sqrt(3.0) * s);
-  };
+  test_util::Gauss4 g4(11);
+  auto gauss = [&] { return static_cast<float>(0.5 * std::sqrt(3.0) * g4()); };
   for (size_t i = 0; i < n; ++i) {
     gate[i] = f32_to_bf16(gauss());
     up[i] = f32_to_bf16(gauss());
@@ -114,7 +104,7 @@ TEST(StatMetrics, SecondOrderRoundingBiasOfAnHonestKernelPassesAtMillionsOfEleme
 }
 
 TEST(StatMetrics, OneRowScaledByOnePercentFailsTheRowSlope) {
-  const std::vector<float> ref = values(64 * 256, 256, 9);
+  const std::vector<float> ref = row_values(64 * 256, 256, 9);
   std::vector<float> got(ref);
   for (size_t i = 5 * 256; i < 6 * 256; ++i) got[i] *= 1.01f;
   round_bf16_inplace(got);
@@ -126,7 +116,7 @@ TEST(StatMetrics, OneRowScaledByOnePercentFailsTheRowSlope) {
 }
 
 TEST(StatMetrics, ExtraNoiseFailsTheVarianceRatio) {
-  const std::vector<float> ref = values(64 * 256, 256, 10);
+  const std::vector<float> ref = row_values(64 * 256, 256, 10);
   std::vector<float> got(ref);
   for (size_t i = 0; i < got.size(); ++i) got[i] *= 1.0f + ((i * 2654435761u) % 7 - 3.0f) * 4e-3f;
   round_bf16_inplace(got);
@@ -143,7 +133,7 @@ TEST(StatMetrics, ExtraNoiseFailsTheVarianceRatio) {
 // ulp: 3x the average): honest, and 2.9x the variance, which would fail a
 // limit for 1028 independent errors.
 TEST(StatMetrics, AnOutlierChannelCarriesTheVarianceRatioAlone) {
-  std::vector<float> ref = values(1024, 1024, 12);
+  std::vector<float> ref = row_values(1024, 1024, 12);
   for (int i = 0; i < 4; ++i) ref.push_back(2048.0f + 8.001f + 64.0f * static_cast<float>(i));  // ulp 16
   std::vector<float> got(ref);
   round_bf16_inplace(got);
@@ -155,7 +145,7 @@ TEST(StatMetrics, AnOutlierChannelCarriesTheVarianceRatioAlone) {
 }
 
 TEST(StatMetrics, OneUlpInAnExactOpFailsBf16Exact) {
-  const std::vector<float> ref = values(16 * 128, 128, 11);
+  const std::vector<float> ref = row_values(16 * 128, 128, 11);
   std::vector<float> got(ref);
   round_bf16_inplace(got);
   ASSERT_TRUE(failed_metrics(compare(ref, got, output_rounding(128, true)), loose(output_rounding(128, true))).empty());
