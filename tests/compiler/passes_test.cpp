@@ -330,7 +330,7 @@ TEST_P(PassGolden, IrInIrOut) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Passes, PassGolden, testing::Values("kv-resident", "align-layouts", "fuse", "reuse-buffers"),
+INSTANTIATE_TEST_SUITE_P(Passes, PassGolden, testing::Values("tune-tiles", "kv-resident", "align-layouts", "fuse", "reuse-buffers"),
                          [](const testing::TestParamInfo<const char*>& p) {
                            std::string n = p.param;
                            for (char& ch : n)
