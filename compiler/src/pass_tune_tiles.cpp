@@ -18,6 +18,9 @@
 // not depend on which of those a deployment kept: the packed weights phase 2
 // writes for the plans with and without it cover every combination.
 #include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -57,8 +60,9 @@ Launch rebuilt(const Plan& plan, const Launch& base, const kernels::TileOptions&
   return t;
 }
 
-// The search's options, fastest first (ties: candidate order); the planted
-// bug walks them slowest first and ignores the default's time.
+// The search's options, fastest first (ties: candidate order), down to the
+// default: the first that keeps the layouts. The planted bug takes the
+// slowest option timed, whatever its layouts.
 TileDecision search(const Plan& plan, const Launch& base, const TileDecision& made_under,
                     DesignCache& cache, bool bug, Counts& n) {
   const kernels::TileChoice ch = kernels::search_tiles(base.shape, cache.spec(), base.tiles);
@@ -67,19 +71,21 @@ TileDecision search(const Plan& plan, const Launch& base, const TileDecision& ma
   d.candidates = ch.candidates;
   d.chosen = d.builder_default;
   std::vector<kernels::TileTiming> order = ch.timed;
-  std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
-    return bug ? a.seconds > b.seconds : a.seconds < b.seconds;
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.seconds < b.seconds; });
+  ++n.searched;
+  if (bug) {
+    d.chosen = order.back();
+    return d;
+  }
   for (const kernels::TileTiming& t : order) {
-    if (t.tiles == d.builder_default.tiles) break;  // nothing faster kept the layouts
-    if (!bug && !(t.seconds < d.builder_default.seconds)) break;
+    if (t.tiles == d.builder_default.tiles || !(t.seconds < d.builder_default.seconds)) break;
     if (keeps_layouts(base, rebuilt(plan, base, t.tiles, cache), !base.tiles.empty())) {
       d.chosen = t;
       break;
     }
     ++d.refused;
   }
-  ++n.searched;
   return d;
 }
 
@@ -132,7 +138,7 @@ std::string pass_tune_tiles(Plan& plan, DesignCache& cache, bool bug) {
       // than the builder default it replaces.
       if (t.timing.total_seconds > d.builder_default.seconds)
         throw_error<InternalError>(
-            "tune-tiles: {} ({}) tuned to {} predicts {}, slower than the builder default {} at {}",
+            "pass 'tune-tiles': {} ({}) tuned to {} predicts {}, slower than the builder default {} at {}",
             l.name, shape_text(l.shape), kernels::tiles_text(d.chosen.tiles), us(t.timing.total_seconds),
             kernels::tiles_text(d.builder_default.tiles), us(d.builder_default.seconds));
       l = std::move(t);

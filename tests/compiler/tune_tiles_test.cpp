@@ -58,11 +58,15 @@ TEST(TuneTiles, NeverSlowerThanTheDefaultAndKeepsEveryLayout) {
       EXPECT_LE(b.timing.total_seconds, a.timing.total_seconds) << b.name;
       EXPECT_EQ(b.in_layouts, a.in_layouts) << b.name;
       EXPECT_EQ(b.out_layout, a.out_layout) << b.name;
-      if (a.shape.op == "linear" && S > 1) EXPECT_EQ(b.weight_layouts, a.weight_layouts) << b.name;
+      if (!a.tiles.empty()) {  // the layout policy fixed the weight layout
+        EXPECT_EQ(b.weight_layouts, a.weight_layouts) << b.name;
+      }
       moved += a.tiles != b.tiles;
     }
     EXPECT_LE(tuned.predicted_seconds(), plain.predicted_seconds());
-    if (S == 1) EXPECT_GT(moved, 0) << "no decode linear of qwen2.5-0.5b tuned: the test proves nothing";
+    if (S == 1) {
+      EXPECT_GT(moved, 0) << "no decode linear of qwen2.5-0.5b tuned: the test proves nothing";
+    }
   }
 }
 
