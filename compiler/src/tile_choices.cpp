@@ -135,4 +135,18 @@ std::string builder_fingerprint(const kernels::OpShape& shape, const npu::Device
   return fmt::format("{:016x}", fnv1a(all));
 }
 
+nlohmann::json tile_decision_rows(const Plan& plan, const DesignCache& cache) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& [key, d] : plan_tile_decisions(plan, cache))
+    rows.push_back({{"op", key.substr(0, key.find(" |"))},
+                    {"chosen", kernels::tiles_text(d.chosen.tiles)},
+                    {"chosen_seconds", d.chosen.seconds},
+                    {"runner_up", d.candidates > 1 ? kernels::tiles_text(d.runner_up.tiles) : "-"},
+                    {"runner_up_seconds", d.runner_up.seconds},
+                    {"default", kernels::tiles_text(d.builder_default.tiles)},
+                    {"default_seconds", d.builder_default.seconds},
+                    {"candidates", d.candidates}});
+  return rows;
+}
+
 }  // namespace tessera::compiler

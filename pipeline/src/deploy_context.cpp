@@ -221,18 +221,18 @@ std::shared_ptr<compiler::PackedWeights> Context::packed() {
 }
 
 std::vector<compiler::Plan> Context::tuned_plans() {
-  std::vector<compiler::Plan> out;
+  std::vector<compiler::Plan> plans;
   const auto style = compiler::style_passes(opts.style);
-  if (std::find(style.begin(), style.end(), "tune-tiles") == style.end()) return out;
+  if (std::find(style.begin(), style.end(), "tune-tiles") == style.end()) return plans;
   for (const bool decode : {false, true}) {
     compiler::PlanOptions po = plan_options(decode);
     po.passes.clear();
     for (const auto& info : compiler::pass_registry())
       if (info.required || info.name == std::string("tune-tiles")) po.passes.push_back(info.name);
     po.plant_bug.clear();  // the weights serve the real plans, not a planted one
-    out.push_back(compiler::lower(config, decode ? 1 : seq(), decode ? seq() : 0, cache(), po));
+    plans.push_back(compiler::lower(config, decode ? 1 : seq(), decode ? seq() : 0, cache(), po));
   }
-  return out;
+  return plans;
 }
 
 void Context::release_pages() const {

@@ -88,22 +88,6 @@ std::string decode_gates(Context& ctx) {
 
 std::string ms(double s) { return fmt::format("{:.4g} ms", s * 1e3); }
 
-// tune-tiles' decisions behind a plan (chosen, runner-up, builder default),
-// slowest chosen first: the rows deploy logs for the pass.
-nlohmann::json tile_rows(const compiler::Plan& plan, const compiler::DesignCache& cache) {
-  nlohmann::json rows = nlohmann::json::array();
-  for (const auto& [key, d] : compiler::plan_tile_decisions(plan, cache))
-    rows.push_back({{"op", key.substr(0, key.find(" |"))},
-                    {"chosen", kernels::tiles_text(d.chosen.tiles)},
-                    {"chosen_seconds", d.chosen.seconds},
-                    {"runner_up", d.candidates > 1 ? kernels::tiles_text(d.runner_up.tiles) : "-"},
-                    {"runner_up_seconds", d.runner_up.seconds},
-                    {"default", kernels::tiles_text(d.builder_default.tiles)},
-                    {"default_seconds", d.builder_default.seconds},
-                    {"candidates", d.candidates}});
-  return rows;
-}
-
 PhaseResult optimize(Context& ctx, bool decode) {
   const auto t0 = Clock::now();
   const int phase = decode ? 5 : 4;
@@ -150,7 +134,8 @@ PhaseResult optimize(Context& ctx, bool decode) {
                      {"prefill_after", held ? pre1 : pre0}, {"decode_before", dec0},
                      {"decode_after", held ? dec1 : dec0}, {"moved", moved}, {"failure", failure}});
     if (pass == "tune-tiles" && held)
-      tried.back()["tiles"] = tile_rows(decode ? ctx.decode_plan() : ctx.prefill_plan(), ctx.cache());
+      tried.back()["tiles"] =
+          compiler::tile_decision_rows(decode ? ctx.decode_plan() : ctx.prefill_plan(), ctx.cache());
     ctx.progress(fmt::format("phase {}: passes", phase), tried.size(), optional_passes(ctx.opts.style).size());
   }
   const compiler::Plan& pre = ctx.prefill_plan();

@@ -75,5 +75,8 @@ std::string builder_fingerprint(const kernels::OpShape& shape, const npu::Device
 // keyed like the store, slowest chosen option first: what deploy logs.
 std::vector<std::pair<std::string, TileDecision>> plan_tile_decisions(const Plan& plan,
                                                                       const DesignCache& cache);
+// Those decisions as rows: op (shape), chosen / runner_up / default (tiles
+// text) with their predicted *_seconds, candidates.
+nlohmann::json tile_decision_rows(const Plan& plan, const DesignCache& cache);
 
 }  // namespace tessera::compiler

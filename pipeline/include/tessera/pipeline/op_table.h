@@ -28,13 +28,13 @@ struct OpSizes {
 using OpInputs = std::vector<std::span<const float>>;
 
 struct OpDef {
-  std::string op;
+  Threshold threshold;  // the phase-1 row; threshold.op names the op
   OpSizes (*sizes)(const kernels::OpShape& s);
   // The oracle's value of the single output; inputs already size-checked.
   std::vector<float> (*reference)(const kernels::OpShape& s, const OpInputs& in);
-  Threshold threshold;  // the phase-1 row (threshold.op == op)
   // Shape-dependent terms added to the row (null: none).
   void (*shape_terms)(const kernels::OpShape& s, Threshold& t) = nullptr;
+  const std::string& op() const { return threshold.op; }
 };
 
 // Every op, in the order the threshold table is reported.
