@@ -14,6 +14,7 @@
 #include "cli_common.h"
 #include "command.h"
 #include "tessera/compiler/passes.h"
+#include "tessera/compiler/tile_choices.h"
 #include "tessera/compiler/plan.h"
 #include "tessera/compiler/style_published.h"
 #include "tessera/core/error.h"
@@ -261,6 +262,9 @@ int run_plan(const PlanArgs& a) {
     add_context(j, spec, b, free_kernels);
     j["prefill_over_bound"] = pre.predicted_seconds() / b.prefill_bound_seconds;
     j["decode_over_bound"] = dec.predicted_seconds() / b.decode_bound_seconds_per_token;
+    // tune-tiles: chosen, runner-up and builder default per (op, shape).
+    j["tile_choices"] = {{"prefill", compiler::tile_decision_rows(pre, cache)},
+                         {"decode", compiler::tile_decision_rows(dec, cache)}};
     fmt::print("{}\n", j.dump(2));
     return 0;
   }

@@ -20,6 +20,7 @@ std::string pass_buffers(Plan& plan, DesignCache& cache, bool bug);  // pass_buf
 std::string pass_reuse_buffers(Plan& plan, DesignCache& cache, bool bug);
 std::string pass_align_layouts(Plan& plan, DesignCache& cache, bool bug);  // pass_align.cpp
 std::string pass_kv_resident(Plan& plan, DesignCache& cache, bool bug);  // pass_kv_resident.cpp
+std::string pass_tune_tiles(Plan& plan, DesignCache& cache, bool bug);  // pass_tune_tiles.cpp
 
 namespace {
 
@@ -162,6 +163,9 @@ namespace {
 const std::vector<PassInfo> kPasses = {
     {"place", true, "one step per graph node, NPU or host by style", place},
     {"build", true, "designs, timings, weight and activation layout keys", build},
+    {"tune-tiles", false, "each linear rebuilt with the tile option the timing model predicts "
+                          "fastest among those keeping its layouts (searched once per shape)",
+     pass_tune_tiles},
     {"kv-resident", false, "decode KV cache resident in DDR in the attention's layout, "
                            "kv_append on the NPU writing it in place (no per-step re-pack)",
      pass_kv_resident},
@@ -202,7 +206,7 @@ const std::vector<PassInfo>& pass_registry() { return kPasses; }
 
 std::vector<std::string> style_passes(PlanStyle style) {
   if (style == PlanStyle::per_op) return {"place", "build", "buffers"};
-  return {"place", "build", "kv-resident", "align-layouts", "fuse", "buffers", "reuse-buffers"};
+  return {"place", "build", "tune-tiles", "kv-resident", "align-layouts", "fuse", "buffers", "reuse-buffers"};
 }
 
 std::vector<std::string> resolve_passes(PlanStyle style, const std::vector<std::string>& passes,

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "tessera/compiler/tile_choices.h"
 #include "tessera/core/error.h"
 #include "tessera/kernels/builders/builder_support.h"
 #include "tessera/kernels/builders/linear.h"
@@ -54,7 +55,13 @@ std::string weight_layout_key(const ValueRef& weight, const kernels::BuiltOp& op
 
 // ---------------------------------------------------------------- DesignCache
 
-DesignCache::DesignCache(npu::DeviceSpec spec) : spec_(std::move(spec)) {}
+DesignCache::DesignCache(npu::DeviceSpec spec)
+    : spec_(std::move(spec)), tile_choices_(std::make_shared<TileChoices>()) {}
+
+void DesignCache::use_tile_choices(std::shared_ptr<TileChoices> store) {
+  TESSERA_CHECK(store != nullptr, "DesignCache: no tile-choice store");
+  tile_choices_ = std::move(store);
+}
 
 const DesignCache::Entry& DesignCache::get(const kernels::OpShape& shape,
                                            const kernels::TileOptions& tiles) {

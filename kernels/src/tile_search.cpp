@@ -58,6 +58,7 @@ TileChoice run_search(const OpShape& shape, const npu::DeviceSpec& spec, const T
     if (!any || timed[i].seconds < choice.runner_up.seconds) choice.runner_up = timed[i];
     any = true;
   }
+  choice.timed = std::move(timed);
   return choice;
 }
 

@@ -8,6 +8,7 @@
 #include "deploy_internal.h"
 #include "tessera/core/mutants.h"
 #include "tessera/compiler/passes.h"
+#include "tessera/compiler/tile_choices.h"
 #include "tessera/core/error.h"
 #include "tessera/model/mapped_pages.h"
 #include "tessera/model/model_dir.h"
@@ -150,7 +151,12 @@ OracleRun& Context::oracle() {
 void Context::set_oracle(OracleRun run) { oracle_ = std::move(run); }
 
 compiler::DesignCache& Context::cache() {
-  if (!cache_) cache_ = std::make_unique<compiler::DesignCache>(opts.spec);
+  if (!cache_) {
+    cache_ = std::make_unique<compiler::DesignCache>(opts.spec);
+    // A resumed deploy takes the tune-tiles decisions it made before; the
+    // pass re-checks each against this spec and these builders.
+    cache_->tile_choices() = compiler::TileChoices::load(out / "tile_choices.json");
+  }
   return *cache_;
 }
 
@@ -198,6 +204,11 @@ std::shared_ptr<compiler::PackedWeights> Context::packed() {
       issues.push_back("weights.safetensors repacked from the source weights (phase 2 is redone; the file "
                        "on disk is never loaded)");
     std::vector<const compiler::Plan*> plans = {&prefill_plan(), &decode_plan()};
+    // tune-tiles may give a decode linear another weight layout; its choices
+    // do not depend on the other optional passes (it runs before them), so
+    // these two plans cover whatever phases 4 and 5 keep.
+    const std::vector<compiler::Plan> tuned = tuned_plans();
+    for (const compiler::Plan& p : tuned) plans.push_back(&p);
     // Streamed to the file key by key, then mapped: the packed model is
     // never in memory (it is as large as the model, twice for two layouts).
     compiler::write_packed_weights(file, plans, config, weights(),
@@ -207,6 +218,21 @@ std::shared_ptr<compiler::PackedWeights> Context::packed() {
   packed_ = std::make_shared<compiler::PackedWeights>(compiler::PackedWeights::load(file));
   if (opts.tamper_packed) opts.tamper_packed(*packed_);
   return packed_;
+}
+
+std::vector<compiler::Plan> Context::tuned_plans() {
+  std::vector<compiler::Plan> plans;
+  const auto style = compiler::style_passes(opts.style);
+  if (std::find(style.begin(), style.end(), "tune-tiles") == style.end()) return plans;
+  for (const bool decode : {false, true}) {
+    compiler::PlanOptions po = plan_options(decode);
+    po.passes.clear();
+    for (const auto& info : compiler::pass_registry())
+      if (info.required || info.name == std::string("tune-tiles")) po.passes.push_back(info.name);
+    po.plant_bug.clear();  // the weights serve the real plans, not a planted one
+    plans.push_back(compiler::lower(config, decode ? 1 : seq(), decode ? seq() : 0, cache(), po));
+  }
+  return plans;
 }
 
 void Context::release_pages() const {

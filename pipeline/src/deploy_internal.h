@@ -66,6 +66,9 @@ class Context {
   // skipped), else packed from the source and written. The test hook
   // opts.tamper_packed is applied to this in-memory copy.
   std::shared_ptr<compiler::PackedWeights> packed();
+  // The prefill and decode plans with the required passes and tune-tiles
+  // (none when the style does not tune): packed beside the plain ones.
+  std::vector<compiler::Plan> tuned_plans();
   // Gives the mapped pages of the source and packed weights back (each phase
   // reads them anew from the page cache): peak RSS holds one phase's working
   // set, not every phase's.

@@ -16,6 +16,7 @@
 
 #include "deploy_internal.h"
 #include "tessera/compiler/passes.h"
+#include "tessera/compiler/tile_choices.h"
 #include "tessera/core/error.h"
 #include "tessera/runtime/sampler.h"
 #include "tessera/runtime/session.h"
@@ -72,6 +73,7 @@ std::string decode_gates(Context& ctx) {
   so.style = ctx.opts.style;
   so.prefill_passes = ctx.plan_options(false).passes;
   so.decode_passes = ctx.plan_options(true).passes;
+  so.tile_choices = ctx.cache().shared_tile_choices();  // tune-tiles searched for these plans already
   runtime::Session s(ctx.config, ctx.packed(), ctx.opts.spec, so);
   s.prefill(orc.prompt);
   const size_t n = std::min<size_t>(orc.continuation.size(), 4);
@@ -131,6 +133,9 @@ PhaseResult optimize(Context& ctx, bool decode) {
     tried.push_back({{"phase", phase}, {"pass", pass}, {"kept", held}, {"prefill_before", pre0},
                      {"prefill_after", held ? pre1 : pre0}, {"decode_before", dec0},
                      {"decode_after", held ? dec1 : dec0}, {"moved", moved}, {"failure", failure}});
+    if (pass == "tune-tiles" && held)
+      tried.back()["tiles"] =
+          compiler::tile_decision_rows(decode ? ctx.decode_plan() : ctx.prefill_plan(), ctx.cache());
     ctx.progress(fmt::format("phase {}: passes", phase), tried.size(), optional_passes(ctx.opts.style).size());
   }
   const compiler::Plan& pre = ctx.prefill_plan();
@@ -162,6 +167,18 @@ std::string trajectory(Context& ctx, const nlohmann::json& phase5_tried) {
                       ms(t.at("decode_after").get<double>()), t.at("moved").get<std::string>(),
                       t.at("kept").get<bool>() ? "passed (kept)"
                                                : "failed (rolled back): " + t.at("failure").get<std::string>());
+  for (const auto& t : rows) {
+    if (!t.contains("tiles")) continue;
+    md += fmt::format("\n## tune-tiles, phase {}: tile search per (op, shape), predicted by the timing model\n\n"
+                      "| op | chosen | runner-up | builder default | candidates |\n|---|---|---|---|---|\n",
+                      t.at("phase").get<int>());
+    for (const auto& c : t.at("tiles"))
+      md += fmt::format("| {} | {} ({:.1f} us) | {} ({:.1f} us) | {} ({:.1f} us) | {} |\n",
+                        c.at("op").get<std::string>(), c.at("chosen").get<std::string>(),
+                        c.at("chosen_seconds").get<double>() * 1e6, c.at("runner_up").get<std::string>(),
+                        c.at("runner_up_seconds").get<double>() * 1e6, c.at("default").get<std::string>(),
+                        c.at("default_seconds").get<double>() * 1e6, c.at("candidates").get<int64_t>());
+  }
   return md;
 }
 
@@ -179,7 +196,10 @@ PhaseResult run_phase5(Context& ctx, std::vector<std::string>& artifacts) {
   write_text(ctx.out / "plan_final.txt", pre.dump() + "\n" + dec.dump());
   write_text(ctx.out / "plan_final.md", plan_markdown(pre, dec));
   write_text(ctx.out / "perf_opt_traj.md", trajectory(ctx, r.details.at("tried")));
-  for (const char* a : {"perf_opt_traj.md", "plan_final.txt", "plan_final.md"}) artifacts.push_back(a);
+  // run and a resumed deploy take the decisions from here (tile_choices.h).
+  ctx.cache().tile_choices().save(ctx.out / "tile_choices.json");
+  for (const char* a : {"perf_opt_traj.md", "plan_final.txt", "plan_final.md", "tile_choices.json"})
+    artifacts.push_back(a);
   return r;
 }
 

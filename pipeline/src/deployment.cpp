@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tessera/compiler/tile_choices.h"
 #include "tessera/core/error.h"
 #include "tessera/core/log.h"
 #include "tessera/model/model_dir.h"
@@ -45,7 +46,12 @@ OpenedDeployment open_deployment(const fs::path& dir, const std::string& who) {
   // the deployment's model name is the one its weights were packed under.
   config.name = weights->model;
   compiler::DesignCache plan_cache(spec);
+  // The tune-tiles decisions deploy made: re-lowering the gated plans (and
+  // the session's plans) does not search again; each is re-checked.
+  auto choices = std::make_shared<compiler::TileChoices>(compiler::TileChoices::load(dir / "tile_choices.json"));
+  plan_cache.use_tile_choices(choices);
   auto session = gated_session_options(load_deployed_plans(dir, plan_cache), config, plan_cache);
+  session.tile_choices = choices;
   return OpenedDeployment{std::move(config), std::move(tok), std::move(spec), std::move(weights), std::move(session)};
 }
 

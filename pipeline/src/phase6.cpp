@@ -118,6 +118,7 @@ PhaseResult run_phase6(Context& ctx, std::vector<std::string>&) {
   so.style = ctx.opts.style;
   so.prefill_passes = ctx.plan_options(false).passes;  // the plans phases 4 / 5 kept
   so.decode_passes = ctx.plan_options(true).passes;
+  so.tile_choices = ctx.cache().shared_tile_choices();  // phases 4 / 5's tune-tiles decisions
   // Every value of the prompt's forward: the local gates condition each op on them.
   for (const compiler::Node& node : compiler::build_graph(ctx.config, ctx.seq(), 0).nodes)
     so.keep.insert(node.output.str());

@@ -1,17 +1,6 @@
-// The phase-1 threshold table. Common ground for every reason below:
-//  - bf16 has 8 significant bits (7 stored): the spacing in [1, 2) is 2^-7, so
-//    round-to-nearest-even gives a relative error of at most u = 2^-8 ~ 3.9e-3
-//    per rounding (reached just above a power of two), about u / sqrt(3) rms.
-//    Every NPU input and output is rounded once.
-//  - fp32 accumulation adds at most K * 2^-24 relative over a reduction of K
-//    terms (worst case, recursive summation); below 1e-3 for K <= 11008.
-//  - relative figures are relative to max |ref| (metrics.h), so one rounding
-//    of the output costs at most u in max_rel and ~u/4 on average in mean_rel
-//    (|ref| averages well below its max for these tensors).
-//  - correlation: a relative rms error e costs about e^2 / 2 of cosine, so
-//    1e-2 rms noise (ten times the bf16 level) still gives 0.99995: the
-//    cosine/pearson floors only catch structural bugs (permutations, wrong
-//    rows), the max/mean bounds catch the small ones.
+// The statistical gate rules and the functions over the phase-1 threshold
+// rows. The rows themselves, with their reasons, live in the table of
+// operators (op_table.cpp): one definition per op.
 #include "tessera/pipeline/thresholds.h"
 
 #include <algorithm>
@@ -21,61 +10,16 @@
 #include <fmt/format.h>
 
 #include "tessera/core/error.h"
+#include "tessera/pipeline/op_table.h"
 
 namespace tessera::pipeline {
 
-namespace {
-constexpr double u = 1.0 / 256.0;  // bf16 unit roundoff 2^-8 (= kBf16Eps)
-}
-
 const std::vector<Threshold>& kernel_thresholds() {
-  static const std::vector<Threshold> table = {
-      {"linear", 8 * u, 1.5 * u, 0.9995, 0.9995,
-       "x and w rounded to bf16 (2u per product, random sign), fp32 accumulation, bf16 out: the "
-       "error of an output is ~u*|x||w|/sqrt(1.5), i.e. ~1e-3 of a typical |y|; the max over up "
-       "to 10^8 outputs is ~6 sigma, plus u for the output rounding: ~4u; 8u leaves 2x margin. "
-       "Plus K*2^-24 for the accumulation (added per shape)."
-       " Noise: one rounding of the output (inputs are bf16 already); fp32 accumulation adds K 2^-48/6 of rms^2 (per shape).", {true, 1, 0, 0}},
-      {"rmsnorm", 4 * u, u, 0.9999, 0.9999,
-       "x and w rounded (2u), rsqrt in fp32 over a bf16 sum of squares (<u), bf16 out (u): <= 3u "
-       "per element, relative to the element; 4u of max |ref| covers it."
-       " Noise: the output rounding; the row scale (fp32 sum, fp32 rsqrt) is exact to ~1e-7.", {true, 1, 0, 0}},
-      {"head_rmsnorm", 4 * u, u, 0.9999, 0.9999,
-       "same arithmetic as rmsnorm over head_dim-long rows."
-       " Noise: the output rounding; rows are heads.", {true, 1, 0, 0}},
-      {"rope", 4 * u, u, 0.9999, 0.9999,
-       "x rounded, cos and sin the deployed f32 tables (<= 3u for x*cos + rot(x)*sin with bf16 "
-       "tables, relative to |x|: an upper bound), bf16 out (u); the "
-       "rotation preserves the row norm, so max |ref| bounds |x|."
-       " Noise: the output rounding of x*cos - rot(x)*sin computed in fp32 on bf16 operands.", {true, 1, 0, 0}},
-      {"bias_add", 4 * u, u, 0.9999, 0.9999,
-       "x, b and the sum each rounded once: <= u(|x| + |b| + |y|); with |x|, |b| of the order of "
-       "max |y| that is ~3u. A missing bias (|b| ~ 0.3 |y|) is two orders above."
-       " Noise: the output rounding of an exact fp32 sum of two bf16 values, so the result is "
-       "bf16-exact: it must equal the RNE of the oracle's sum bit for bit.", {true, 1, 0, 0, true}},
-      {"residual_add", 4 * u, u, 0.9999, 0.9999, "as bias_add: three roundings of an add. Noise and "
-       "exactness as bias_add.", {true, 1, 0, 0, true}},
-      {"silu_mul", 6 * u, 1.5 * u, 0.9999, 0.9999,
-       "gate and up rounded (2u), exp through bf16 (silu_tile: <= u(1-s)), fp32 reciprocal, "
-       "bf16 out (u): ~4u worst case per element."
-       " Noise: the output rounding plus the bf16 exp result, which moves sigmoid by <= u(1-s) relative: two roundings of the element.", {true, 2, 0, 0}},
-      {"attention_prefill", 16 * u, 2 * u, 0.999, 0.999,
-       "q, k rounded (2u on each score, i.e. 2u|s| absolute: a score of 4 moves by 1.6e-2, "
-       "changing its softmax weight by that much), exp through bf16 (u), probabilities rounded "
-       "to bf16 before P.V (u), v rounded (u), fp32 running sums, bf16 out (u): ~6u typical "
-       "near the largest scores; 16u covers rows dominated by one key."
-       " Noise: output rounding, plus per key the bf16 operand (s - max) of exp (absolute 2^-9 |s - max|), the bf16 exp and the bf16 probability: relative weight errors of rms u_rms sqrt(2 + (s - max)^2); keys that carry weight have |s - max| <~ 3.7 (e^-3.7 = 2.5 %), so <= 16 roundings of the row scale.", {true, 1, 16, 0}},
-      {"attention_decode", 16 * u, 2 * u, 0.999, 0.999,
-       "as attention_prefill, plus the merge of partial (max, sum, out) states in fp32.", {true, 1, 16, 0}},
-      {"kv_append", u, u / 2, 0.99999, 0.99999,
-       "a copy: only the bf16 rounding of the new rows and of the cache (<= u)."
-       " Noise: none: the kernel copies bf16 values, so it must be bit-exact.", {true, 0, 0, 0}},
-      {"embedding", u, u / 2, 0.99999, 0.99999, "a row gather of a bf16 table: one rounding."
-       " Noise: none: a gather of bf16 rows must be bit-exact.", {true, 0, 0, 0}},
-      {"argmax", 0, 0, 1, 1,
-       "ids must match exactly, except when the oracle's runner-up is within one bf16 spacing (2u) "
-       "of the max (then either id is right; the gate checks that before comparing).", {}},
-  };
+  static const std::vector<Threshold> table = [] {
+    std::vector<Threshold> t;
+    for (const OpDef& d : op_table()) t.push_back(d.threshold);
+    return t;
+  }();
   return table;
 }
 
@@ -133,19 +77,12 @@ int64_t stat_row_width(const std::string& op, int64_t head_dim, size_t numel, in
 }
 
 Threshold kernel_threshold(const kernels::OpShape& shape) {
-  for (const Threshold& t : kernel_thresholds()) {
-    if (t.op != shape.op) continue;
-    Threshold out = t;
-    if (shape.op == "linear") {
-      const auto K = static_cast<double>(shape.dim("K"));
-      out.max_rel += K * std::ldexp(1.0, -24);
-      const double ur = bf16_rms_rounding();
-      out.noise.row_roundings += K * std::ldexp(1.0, -48) / (6 * ur * ur);
-    }
-    return out;
-  }
-  throw_error<InternalError>("no phase-1 threshold for op '{}' (add a row to thresholds.cpp)",
-                             shape.op);
+  const OpDef* d = find_op(shape.op);
+  if (d == nullptr)
+    throw_error<InternalError>("no phase-1 threshold for op '{}' (add a row to op_table.cpp)", shape.op);
+  Threshold out = d->threshold;
+  if (d->shape_terms) d->shape_terms(shape, out);
+  return out;
 }
 
 std::string stat_failure(const Metrics& m, const std::string& name) {

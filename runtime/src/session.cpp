@@ -80,6 +80,7 @@ Session::Session(const model::ModelConfig& config,
   context_ = opts_.context > 0 ? opts_.context : config_.default_context();
   config_.check_context(context_);
   cache_ = std::make_unique<compiler::DesignCache>(spec_);
+  if (opts_.tile_choices) cache_->use_tile_choices(opts_.tile_choices);
   exec_ = std::make_unique<Executor>(spec_, *weights_);
   const auto n = static_cast<size_t>(config_.num_layers);
   k_cache_.assign(n, {});

@@ -18,7 +18,7 @@ grep -Eq "^  npu +L0\.attn_norm\.\.L0\.v +rmsnorm H=128 M=33 .*us\)? (overhead|c
   "$tmp/out.txt" || fail "no fused L0.attn_norm..L0.v prefill dispatch line with time and bound"
 grep -Eq "^    n[0-9]+ tiles=.* in=a:[0-9a-f]{8},- w=-,w:L0\.q_proj@[0-9a-f]{8} out=a:" "$tmp/out.txt" \
   || fail "no L0.q launch line with layout keys"
-for pass in place build kv-resident align-layouts fuse buffers reuse-buffers; do
+for pass in place build tune-tiles kv-resident align-layouts fuse buffers reuse-buffers; do
   grep -Eq "^pass $pass +prefill .* -> .* ms \| decode .* \| moved: " "$tmp/out.txt" || fail "no stats line for $pass"
 done
 

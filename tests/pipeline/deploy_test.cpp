@@ -14,6 +14,7 @@
 
 #include "pipeline_test_util.h"
 #include "tessera/compiler/graph.h"
+#include "tessera/compiler/tile_choices.h"
 #include "tessera/core/error.h"
 #include "tessera/core/mutants.h"
 #include "tessera/model/config.h"
@@ -224,23 +225,31 @@ TEST(Deploy, PhasesFourAndFiveKeepPassesAndLogThem) {
   ASSERT_TRUE(r.passed()) << r.failure();
   for (int phase : {4, 5}) {
     const PhaseResult& p = r.phases[static_cast<size_t>(phase)];
-    EXPECT_EQ(p.details["passes"], (std::vector<std::string>{"place", "build", "kv-resident", "align-layouts", "fuse", "buffers", "reuse-buffers"}));
+    EXPECT_EQ(p.details["passes"], (std::vector<std::string>{"place", "build", "tune-tiles", "kv-resident", "align-layouts", "fuse", "buffers", "reuse-buffers"}));
     for (const auto& t : p.details["tried"]) EXPECT_TRUE(t["kept"].get<bool>()) << t.dump();
   }
   const auto& tried4 = r.phases[4].details["tried"];
-  ASSERT_EQ(tried4[2]["pass"], "fuse");
-  EXPECT_LE(tried4[1]["prefill_after"].get<double>(), tried4[1]["prefill_before"].get<double>());
-  EXPECT_LT(tried4[2]["prefill_after"].get<double>(), tried4[2]["prefill_before"].get<double>());
+  ASSERT_EQ(tried4[3]["pass"], "fuse");
+  EXPECT_LE(tried4[2]["prefill_after"].get<double>(), tried4[2]["prefill_before"].get<double>());
+  EXPECT_LT(tried4[3]["prefill_after"].get<double>(), tried4[3]["prefill_before"].get<double>());
+  // tune-tiles logs its choices (chosen, runner-up, default) in the row.
+  ASSERT_EQ(tried4[0]["pass"], "tune-tiles");
+  ASSERT_TRUE(tried4[0].contains("tiles")) << tried4[0].dump();
+  for (const auto& c : tried4[0]["tiles"])
+    EXPECT_LE(c["chosen_seconds"].get<double>(), c["default_seconds"].get<double>()) << c.dump();
   // Phase 5's kv-resident is tried and gated. It is judged at the end of the
   // context (one choice per session), so the session phase 5 gates, decoding
   // right after tiny's 17-token prompt, runs the resident head-major cache on
   // real numbers, as a long session does; at P = 17 alone it would not pay.
   const auto& tried5 = r.phases[5].details["tried"];
-  ASSERT_EQ(tried5[0]["pass"], "kv-resident");
-  EXPECT_TRUE(tried5[0]["kept"].get<bool>());
+  ASSERT_EQ(tried5[1]["pass"], "kv-resident");
+  EXPECT_TRUE(tried5[1]["kept"].get<bool>());
   const std::string traj = slurp(out / "perf_opt_traj.md");
   EXPECT_NE(traj.find("| 4 | fuse |"), std::string::npos) << traj;
   EXPECT_NE(traj.find("| 5 | reuse-buffers |"), std::string::npos) << traj;
+  EXPECT_NE(traj.find("## tune-tiles, phase 5"), std::string::npos) << traj;
+  // run and a resumed deploy read the decisions back, none stale.
+  EXPECT_GT(compiler::TileChoices::load(out / "tile_choices.json").size(), 0u);
   const std::string final_plan = slurp(out / "plan_final.txt");
   compiler::DesignCache cache(npu::DeviceSpec::preset("xdna2"));
   const std::string prefill = final_plan.substr(0, final_plan.find("\n\nplan ") + 1);
@@ -287,6 +296,22 @@ TEST(Deploy, PlantedKvResidentBugIsRolledBackInPhaseFive) {
   EXPECT_NE(five.message.find("the elided copy is needed"), std::string::npos) << five.message;
   EXPECT_NE(slurp(o.out / "issues.md").find("phase 5: pass 'kv-resident' rolled back"),
             std::string::npos);
+}
+
+// tune-tiles' planted bug (the slowest option the search timed) passes every
+// numeric gate: only the pass's own comparison with the builder default
+// catches it, and phase 5 rolls it back on that, naming the launch.
+TEST(Deploy, PlantedTuneTilesBugIsRolledBackInPhaseFive) {
+  DeployOptions o = tiny_options("tiny", scratch("tunebug"));
+  o.plant_pass_bug = "tune-tiles";
+  const DeployReport r = deploy(o);
+  ASSERT_TRUE(r.passed()) << r.failure();
+  const auto& cs = r.phases[5].checks;
+  auto c = std::find_if(cs.begin(), cs.end(), [](const auto& x) { return x.name == "pass tune-tiles"; });
+  ASSERT_NE(c, cs.end());
+  EXPECT_FALSE(c->passed);
+  EXPECT_NE(c->message.find("slower than the builder default"), std::string::npos) << c->message;
+  EXPECT_NE(slurp(o.out / "issues.md").find("phase 5: pass 'tune-tiles' rolled back"), std::string::npos);
 }
 
 TEST(Deploy, RejectsBadOptionsBeforeAnyWork) {

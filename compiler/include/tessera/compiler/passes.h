@@ -9,6 +9,12 @@
 //   place          one step per graph node: NPU dispatch or host step (style)
 //   build          every NPU launch's design built (DesignCache), its timing,
 //                  weight and activation layout keys
+//   tune-tiles     every linear launch rebuilt with the tile option the tile
+//                  search (kernels/tile_search.h) predicts fastest among those
+//                  that keep its activation layouts (and its weight layout
+//                  where the layout policy fixed one); one search per distinct
+//                  (shape, fixed options), remembered in the DesignCache's
+//                  decision store (tile_choices.h), which deploy saves
 //   kv-resident    decode: the KV cache lives in DDR between calls in one
 //                  T-independent head-major layout the attention reads as it
 //                  is; kv_append runs on the NPU and writes the new rows into
@@ -48,7 +54,8 @@ struct PassInfo {
   // dispatches"). `bug`: the pass's planted bug (tests, deploy --plant-bug):
   // fuse merges across layout mismatches, reuse-buffers ignores liveness,
   // align-layouts rebuilds a producer row-major without its readers,
-  // kv-resident declares the cache resident without rebuilding the attention.
+  // kv-resident declares the cache resident without rebuilding the attention,
+  // tune-tiles takes the slowest option the search timed.
   std::string (*run)(Plan& plan, DesignCache& cache, bool bug);
 };
 const std::vector<PassInfo>& pass_registry();  // canonical order

@@ -50,6 +50,8 @@
 
 namespace tessera::compiler {
 
+class TileChoices;  // tile_choices.h
+
 enum class PlanStyle { per_op, standard };
 // "per-op" | "default"; parse throws UsageError listing the styles.
 PlanStyle parse_plan_style(std::string_view name);
@@ -102,9 +104,15 @@ class DesignCache {
   const Entry::ActProbe& activation(const Entry& entry, int input) const;
   const npu::DeviceSpec& spec() const { return spec_; }
   size_t size() const;
+  // The tune-tiles decisions (tile_choices.h) of every plan lowered through
+  // this cache; `use_tile_choices` shares a store (a deployment's) instead.
+  TileChoices& tile_choices() const { return *tile_choices_; }
+  std::shared_ptr<TileChoices> shared_tile_choices() const { return tile_choices_; }
+  void use_tile_choices(std::shared_ptr<TileChoices> store);
 
  private:
   npu::DeviceSpec spec_;
+  std::shared_ptr<TileChoices> tile_choices_;
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Entry>> entries_;
 };

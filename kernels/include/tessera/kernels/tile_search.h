@@ -13,6 +13,7 @@
 // Results are cached per (spec, op shape, fixed options) for the process.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tessera/kernels/op_builder.h"
 
@@ -29,6 +30,10 @@ struct TileChoice {
   TileTiming runner_up;   // seconds 0 when only one plan was legal
   TileTiming builder_default;
   int64_t candidates = 0; // distinct legal plans timed
+  // Every distinct legal plan timed, the default first then candidate order:
+  // a caller that must reject some (tune-tiles keeps activation layouts) walks
+  // them fastest first.
+  std::vector<TileTiming> timed;
 };
 
 // `fixed` options are imposed on every candidate (e.g. the layout policy's

@@ -57,6 +57,9 @@ struct SessionOptions {
   // Values to keep from each call (ExecResult::values) for the gates; empty:
   // only the logits.
   std::set<std::string> keep;
+  // tune-tiles decisions to start from (a deployment's, tile_choices.h);
+  // null: the session's DesignCache keeps its own.
+  std::shared_ptr<compiler::TileChoices> tile_choices;
 };
 
 struct CallTiming {
