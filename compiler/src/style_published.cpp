@@ -51,7 +51,9 @@ kernels::TileOptions air_tiles(const kernels::OpShape& s, bool decode) {
   const std::string& op = s.op;
   if (op == "linear" && s.dim("M") > 1) return {{"gemm", 1}, {"m", 64}, {"k", 32}, {"n", 64}};
   if (op == "linear") return {{"gemm", 0}, {"columns", 8}, {"rows", 1}};  // herd_m = 8
-  if (op == "attention_prefill") return {{"bk", 64}};                      // LKP = 64
+  // LQP 256 (4 q tiles), LKP 64, a 4-deep cascade (the builder halves the
+  // blocks for head_dim 128 to fit L1).
+  if (op == "attention_prefill") return {{"cascade", 4}, {"qtiles", 4}};
   if (op == "rmsnorm" || op == "rope" || op == "silu_mul" || op == "residual_add" ||
       op == "bias_add" || op == "head_rmsnorm")
     return decode ? kernels::TileOptions{{"columns", 1}, {"rows", 1}}

@@ -138,12 +138,20 @@ void merge(State& a, const State& b) {
 // out[0, D).
 void attend(const Row& r, int64_t visible, const AttnSchedule& sc, Bf16Bounds& b, size_t out) {
   const int64_t span = sc.chain > 0 ? sc.chain * sc.block : visible;
-  State acc;
+  std::vector<State> chains;
   for (int64_t c0 = 0; c0 < visible; c0 += span) {
-    State st;
+    State& st = chains.emplace_back();
     for (int64_t k0 = c0; k0 < std::min(c0 + span, visible); k0 += sc.block)
       block_step(r, k0, std::min({k0 + sc.block, c0 + span, visible}), st);
-    merge(acc, st);
+  }
+  State acc;
+  if (sc.cascade) {  // s0 (+) (s1 (+) (...)): each stage folds in the one after it
+    for (size_t i = chains.size(); i-- > 0;) {
+      merge(chains[i], acc);
+      acc = std::move(chains[i]);
+    }
+  } else {
+    for (const State& st : chains) merge(acc, st);
   }
   for (int64_t e = 0; e < r.D; ++e) {
     const Interval o = acc.o[static_cast<size_t>(e)];

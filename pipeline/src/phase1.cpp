@@ -202,6 +202,10 @@ using Inputs = std::vector<std::vector<float>>;
 // blocks of bk into one state; decode gives every tile a chain of nb blocks.
 AttnSchedule attn_schedule(const kernels::OpShape& s, const kernels::BuiltOp& built,
                            const npu::DeviceSpec& spec) {
+  if (s.op == "attention_prefill" && built.tiles.count("cascade")) {
+    const kernels::CascadePlan p = kernels::plan_attention_cascade(s, spec, built.tiles);
+    return {p.bk, p.cps, true};
+  }
   if (s.op == "attention_prefill") return {kernels::plan_attention_prefill(s, spec, built.tiles).bk, 0};
   if (s.op == "attention_decode") {
     const kernels::DecodePlan p = kernels::plan_attention_decode(s, spec, built.tiles);

@@ -14,12 +14,15 @@
 #include "tessera/core/bf16.h"
 #include "tessera/core/error.h"
 #include "tessera/core/mutants.h"
+#include "tessera/kernels/builders/attention.h"
 #include "tessera/kernels/flash_attention.h"
 #include "tessera/kernels/gemm.h"
 #include "tessera/kernels/gemv.h"
+#include "tessera/kernels/op_builder.h"
 #include "tessera/kernels/rmsnorm.h"
 #include "tessera/kernels/rope.h"
 #include "tessera/kernels/silu_mul.h"
+#include "tessera/npu/device_spec.h"
 #include "tessera/oracle/rope.h"
 #include "tessera/pipeline/bf16_reference.h"
 
@@ -232,6 +235,37 @@ TEST(Bf16Reference, AttentionIntervalsAreMostlyOneBf16Value) {
 TEST(Bf16Reference, AttentionJudgedInAnotherBlockOrderDisagrees) {
   const AttnRun r = run_attention(true, 40, 0, 128.0, {16, 0});
   EXPECT_GT(attention_outside(r, {8, 0}), 0);
+}
+
+// The cascade design (kernels/builders/attention.h, CascadePlan) run on the
+// simulator lies inside the reference in its own order -- blocks of bk, one
+// chain per stage, folded last stage first -- on ragged shapes with an empty
+// stage and a prefix P; judged as a left fold (the order a reference that
+// ignored the cascade would assume) it leaves elements outside at large
+// scores, so the schedule, not luck, is what makes it exact.
+TEST(Bf16Reference, CascadePrefillDesignIsExactInItsFoldOrder) {
+  const auto spec = npu::DeviceSpec::preset("xdna2");
+  struct Case {
+    int64_t S, P;
+    kernels::TileOptions tiles;
+  };
+  for (const Case& c : {Case{40, 0, {{"cascade", 4}, {"bq", 8}, {"bk", 8}}},
+                        Case{13, 6, {{"cascade", 3}, {"qtiles", 3}, {"bq", 4}, {"bk", 4}}}}) {
+    const OpShape s{"attention_prefill", {{"S", c.S}, {"P", c.P}, {"heads", 4}, {"kv_heads", 2}, {"head_dim", 64}}, {}};
+    const kernels::BuiltOp built = kernels::op_builder(s.op).build(s, spec, c.tiles);
+    const kernels::CascadePlan p = kernels::plan_attention_cascade(s, spec, built.tiles);
+    const AttnSchedule own{p.bk, p.cps, true}, left{p.bk, p.cps, false};
+    int64_t left_outside = 0;
+    for (const double qs : {1.0, 128.0}) {
+      const std::vector<std::vector<float>> in = {values(static_cast<size_t>(c.S * 4 * 64), qs, 61),
+                                                  values(static_cast<size_t>((c.P + c.S) * 2 * 64), 1.0, 62),
+                                                  values(static_cast<size_t>((c.P + c.S) * 2 * 64), 1.0, 63)};
+      const auto got = kernels::run_op(built, in, spec).outputs.at(0);
+      EXPECT_EQ(outside(s, in, got, own), 0) << s.key() << " q scale " << qs;
+      left_outside += outside(s, in, got, left);
+    }
+    EXPECT_GT(left_outside, 0) << s.key();
+  }
 }
 
 TEST(Bf16Reference, PlantedAttentionBugsLeaveElementsOutside) {

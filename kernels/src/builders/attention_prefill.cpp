@@ -283,18 +283,6 @@ std::vector<float> unpack_out(const PrefillPlan& p, const npu::Design& d,
   return out;
 }
 
-// K (slot 0) or V (slot 1) rows [T, kv_heads * D] -> [kv_heads][NKB][2][bk][D].
-void pack_kv(const PrefillPlan& p, const npu::Design& d, std::span<const float> x, int slot,
-             npu::HostMemory& host) {
-  bf16* dst = host_bf16(d, "kv", host);
-  for (int64_t h = 0; h < p.kv_heads; ++h)
-    for (int64_t t = 0; t < p.T(); ++t) {
-      const float* src = x.data() + t * p.kv_heads * p.D + h * p.D;
-      bf16* row = dst + (((h * p.NKB + t / p.bk) * 2 + slot) * p.bk + t % p.bk) * p.D;
-      for (int64_t e = 0; e < p.D; ++e) row[e] = f32_to_bf16(src[e]);
-    }
-}
-
 class AttentionPrefillBuilder : public OpBuilder {
  public:
   std::string op() const override { return "attention_prefill"; }
@@ -315,6 +303,18 @@ class AttentionPrefillBuilder : public OpBuilder {
 };
 
 }  // namespace
+
+void pack_prefill_kv(int64_t T, int64_t kv_heads, int64_t D, int64_t bk, const npu::Design& d,
+                     std::span<const float> x, int slot, npu::HostMemory& host) {
+  bf16* dst = host_bf16(d, "kv", host);
+  const int64_t nkb = ceil_div(T, bk);
+  for (int64_t h = 0; h < kv_heads; ++h)
+    for (int64_t t = 0; t < T; ++t) {
+      const float* src = x.data() + t * kv_heads * D + h * D;
+      bf16* row = dst + (((h * nkb + t / bk) * 2 + slot) * bk + t % bk) * D;
+      for (int64_t e = 0; e < D; ++e) row[e] = f32_to_bf16(src[e]);
+    }
+}
 
 int64_t PrefillPlan::l1_bytes() const {
   auto pool = [](int64_t bytes) { return round_up(bytes, kL1Align); };
@@ -352,6 +352,7 @@ PrefillPlan plan_attention_prefill(const OpShape& shape, const npu::DeviceSpec& 
 
 BuiltOp build_attention_prefill(const OpShape& shape, const npu::DeviceSpec& spec,
                                 const TileOptions& tiles) {
+  if (tiles.count("cascade")) return build_attention_cascade(shape, spec, tiles);
   PrefillPlan p = plan_attention_prefill(shape, spec, tiles);
   BuiltOp out;
   out.shape = shape;
@@ -371,7 +372,7 @@ BuiltOp build_attention_prefill(const OpShape& shape, const npu::DeviceSpec& spe
     if (input == 0)
       pack_q(p, *design, v, host);
     else
-      pack_kv(p, *design, v, static_cast<int>(input) - 1, host);
+      pack_prefill_kv(p.T(), p.kv_heads, p.D, p.bk, *design, v, static_cast<int>(input) - 1, host);
   };
   out.unpack = [p, design](size_t, const npu::HostMemory& host) {
     return unpack_out(p, *design, host);

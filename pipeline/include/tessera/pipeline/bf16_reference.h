@@ -38,10 +38,14 @@ namespace tessera::pipeline {
 // attention.h): each query row's visible keys in blocks of `block` from key 0,
 // folded by the online softmax into one running state; with `chain` > 0 every
 // run of `chain` consecutive blocks has its own state (decode: one per tile),
-// and the states are merged in key order into an empty one before finalize.
+// and the states are merged in key order into an empty one before finalize;
+// with `cascade` the chains fold from the last to the first instead (prefill's
+// cascade of cores: stage s merges stage s + 1's state into its own, so the
+// result is s0 (+) (s1 (+) (s2 (+) s3))), which rounds differently.
 struct AttnSchedule {
   int64_t block = 0;
   int64_t chain = 0;
+  bool cascade = false;
 };
 
 struct Bf16Bounds {

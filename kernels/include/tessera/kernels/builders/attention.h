@@ -37,6 +37,7 @@
 // partial launch is split by rounds into launches whose tasks fit its BDs; a
 // single round past them is a LimitError.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "tessera/kernels/op_builder.h"
@@ -68,6 +69,48 @@ PrefillPlan plan_attention_prefill(const OpShape& shape, const npu::DeviceSpec& 
                                    const TileOptions& tiles = {});
 BuiltOp build_attention_prefill(const OpShape& shape, const npu::DeviceSpec& spec,
                                 const TileOptions& tiles = {});
+
+// The published configuration of FlashAttention prefill (mlir-air's
+// attn_npu2_seqfirst: LQP = qtiles * bq query rows per iteration, LKP = bk,
+// a cascade of `stages` cores over K/V; attention_prefill_cascade.cpp). An
+// iteration gives each of H segments (NQ columns x NS rows) one query head:
+// column tx of segment g owns query block lx * NQ + tx of head hp * H + g,
+// and row s of every column attends over K/V blocks [s * cps, (s + 1) * cps)
+// of that head's KV head. Each stage's K/V blocks stream from one shim and are
+// broadcast to the NQ columns of its row -- all of them, as the published
+// kernel streams them; fully masked blocks cost no call. The partial
+// (m, l, o) states then fold along the column from the last stage to the
+// first (stage s merges s + 1's state into its own: a right fold, the order
+// AttnSchedule::cascade names), through shared memory between vertical
+// neighbours, and stage 0 finalizes. Iterations run head group by head group
+// (hp outer, lx inner), so one K/V pattern repeated LX times feeds a group.
+struct CascadePlan {
+  int64_t S = 0, P = 0, heads = 0, kv_heads = 0, D = 0, G = 0;
+  double scale = 0;
+  int NQ = 4, NS = 4, H = 2;  // q tiles (columns) per segment, cascade stages (rows), segments
+  int64_t bq = 0, bk = 0;
+  int q_depth = 2, kv_depth = 2;
+  int64_t QB = 0, NKB = 0, cps = 0;  // query blocks, K/V blocks per head, blocks per stage
+  int64_t LX = 0, HP = 0;            // query super-blocks of NQ * bq rows, head groups
+  int64_t groups_per_launch = 0;
+  int64_t T() const { return P + S; }
+  int C() const { return H * NQ; }
+  int64_t iters() const { return HP * LX; }  // per column, over all launches
+  int64_t q_elems() const { return bq * D; }
+  int64_t l1_bytes() const;  // stage 0's (q, K/V, state, out): the fullest tile
+};
+
+// TileOptions keys: "cascade" (stages, >= 1 selects this design), "qtiles",
+// "bq", "bk". build_attention_prefill hands options with "cascade" here.
+CascadePlan plan_attention_cascade(const OpShape& shape, const npu::DeviceSpec& spec,
+                                   const TileOptions& tiles);
+BuiltOp build_attention_cascade(const OpShape& shape, const npu::DeviceSpec& spec,
+                                const TileOptions& tiles);
+
+// K (slot 0) or V (slot 1) rows [T, kv_heads * D] into host buffer "kv" laid
+// out [kv_heads][NKB][2][bk][D], zero padded (both prefill designs).
+void pack_prefill_kv(int64_t T, int64_t kv_heads, int64_t D, int64_t bk, const npu::Design& d,
+                     std::span<const float> x, int slot, npu::HostMemory& host);
 
 struct DecodePlan {
   int64_t T = 0, heads = 0, kv_heads = 0, D = 0, G = 0;
