@@ -35,6 +35,12 @@ TileCoord core(const npu::DeviceSpec& s, int c, int r) {
   return {c, s.shim_rows + s.mem_rows + r};
 }
 
+// The gemm x buffers some row reaches (fewer than R when M < R * m): the
+// others the producer would never write, so they are not its output.
+int gemm_x_buffers(const GemmXLayout& g) {
+  return g.on() ? static_cast<int>(std::min<int64_t>(g.R, (g.M + g.m - 1) / g.m)) : 0;
+}
+
 // Per tile: P stream objects double-buffered, the constant once, two side
 // objects double-buffered, two out objects, plus the kernel's own scratch.
 int64_t footprint(const RowwiseSpec& s, int64_t m, int64_t wt) {
@@ -182,7 +188,7 @@ npu::Design make_rowmajor_design(const RowwiseSpec& s, const RowwisePlan& p,
   if (s.const_elems) d.host_buffers.push_back({"w", s.const_elems * 2, 2});
   for (int i = 0; i < s.P; ++i) d.host_buffers.push_back({rowmajor_in(i), s.numel * 2, 2});
   if (!s.gemm_x.on()) d.host_buffers.push_back({"y_rows", s.numel * 2, 2});
-  for (int r = 0; r < s.gemm_x.R; ++r)
+  for (int r = 0; r < gemm_x_buffers(s.gemm_x); ++r)
     d.host_buffers.push_back({gemm_x_buffer(r), s.gemm_x.buffer_elems() * 2, 2});
   const int64_t per = rowmajor_steps_per_launch(s, p, spec);
   for (int64_t s0 = 0; s0 < p.S; s0 += per) {
@@ -385,7 +391,7 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
     std::vector<float> y(static_cast<size_t>(out_numel));
     if (const GemmXLayout& g = rs.gemm_x; g.on()) {
       std::vector<const bf16*> xr;
-      for (int r = 0; r < g.R; ++r) xr.push_back(host_bf16(*d, gemm_x_buffer(r), host));
+      for (int r = 0; r < gemm_x_buffers(g); ++r) xr.push_back(host_bf16(*d, gemm_x_buffer(r), host));
       for (int64_t i = 0; i < out_numel; ++i)
         y[i] = bf16_to_f32(xr[g.buffer(i / g.K)][g.index(i / g.K, i % g.K)]);
       return y;
