@@ -35,7 +35,7 @@ const Step* step_of(const Plan& p, const std::string& name) {
   return nullptr;
 }
 
-TEST(FusePrefill, NormsAndActWriteTheGemmXAndJoinTheirGemms) {
+TEST(FusePrefill, NormsWriteTheGemmXAndJoinTheirGemms) {
   for (const char* preset : {"llama-3.2-1b"}) {
     SCOPED_TRACE(preset);
     const Plan p = prefill(preset);
@@ -56,7 +56,8 @@ TEST(FusePrefill, NormsAndActWriteTheGemmXAndJoinTheirGemms) {
       const Node& n = p.graph.nodes.at(l.node);
       for (size_t k = 0; k < n.inputs.size(); ++k) {
         auto it = made.find(n.inputs[k].str());
-        if (it != made.end()) EXPECT_TRUE(layouts_match(it->second, l.in_layouts.at(k))) << l.name;
+        if (it == made.end()) continue;
+        EXPECT_TRUE(layouts_match(it->second, l.in_layouts.at(k))) << l.name;
       }
       made[l.name] = l.out_layout;
     }

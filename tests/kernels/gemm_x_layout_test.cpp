@@ -41,7 +41,7 @@ Ran run(const BuiltOp& op, const std::vector<std::vector<float>>& in, const npu:
 
 TileOptions gemm_x_of(const BuiltOp& gemm, int64_t m_shift = 0) {
   return {{kGemmXM, gemm.tiles.at("m") + m_shift}, {kGemmXK, gemm.tiles.at("k")},
-          {kGemmXRows, gemm.tiles.at("rows")}};
+          {kGemmXRows, gemm.tiles.at("rows")}, {"m", 1}};
 }
 
 // The producer's x_r buffers against the gemm's pack of the same values:
@@ -64,13 +64,14 @@ int64_t differing_bytes(const Ran& producer, const BuiltOp& gemm) {
 // is a LimitError, tested below); M stays ragged against rows * m.
 const TileOptions kGemmTiles = {{"gemm", 1}, {"m", 16}, {"k", 64}, {"n", 64}};
 
+
 class GemmXLayoutTest : public ::testing::TestWithParam<const char*> {
  protected:
   npu::DeviceSpec spec = npu::DeviceSpec::preset(GetParam());
 };
 
 TEST_P(GemmXLayoutTest, RmsnormWritesTheGemmsPackedX) {
-  for (auto [M, H] : {std::pair<int64_t, int64_t>{130, 2048}, {256, 576}}) {
+  for (auto [M, H] : {std::pair<int64_t, int64_t>{192, 2048}, {256, 576}}) {
     SCOPED_TRACE(fmt::format("M={} H={}", M, H));
     const OpShape norm{"rmsnorm", {{"M", M}, {"H", H}}, {{"eps", 1e-5}}};
     const BuiltOp gemm = op_builder("linear").build({"linear", {{"M", M}, {"K", H}, {"N", 256}}, {}},
@@ -86,7 +87,7 @@ TEST_P(GemmXLayoutTest, RmsnormWritesTheGemmsPackedX) {
 // silu_mul streams flat rows of 512 elements: its runs start and end inside
 // the gemm's rows, on k-block boundaries.
 TEST_P(GemmXLayoutTest, SiluMulFlatRowsWriteTheGemmsPackedX) {
-  for (auto [M, N] : {std::pair<int64_t, int64_t>{33, 1536}, {64, 2048}}) {
+  for (auto [M, N] : {std::pair<int64_t, int64_t>{64, 1536}, {64, 2048}}) {
     SCOPED_TRACE(fmt::format("M={} N={}", M, N));
     const OpShape act{"silu_mul", {{"M", M}, {"N", N}}, {}};
     const BuiltOp gemm = op_builder("linear").build({"linear", {{"M", M}, {"K", N}, {"N", 128}}, {}},
@@ -101,7 +102,7 @@ TEST_P(GemmXLayoutTest, SiluMulFlatRowsWriteTheGemmsPackedX) {
 
 // Planted: the producer blocks for another gemm's m; the comparison sees it.
 TEST_P(GemmXLayoutTest, AnotherGemmsBlockingIsSeen) {
-  const int64_t M = 130, H = 2048;
+  const int64_t M = 192, H = 2048;
   const OpShape norm{"rmsnorm", {{"M", M}, {"H", H}}, {{"eps", 1e-5}}};
   const BuiltOp gemm = op_builder("linear").build({"linear", {{"M", M}, {"K", H}, {"N", 256}}, {}},
                                                   spec, kGemmTiles);
@@ -111,6 +112,12 @@ TEST_P(GemmXLayoutTest, AnotherGemmsBlockingIsSeen) {
 }
 
 TEST_P(GemmXLayoutTest, RefusesWhatItCannotWriteAsLimitErrors) {
+  // M = 130 ends in a re-read object that straddles a group of the gemm's rows.
+  const BuiltOp gemm = op_builder("linear").build({"linear", {{"M", 130}, {"K", 2048}, {"N", 256}}, {}},
+                                                  spec, kGemmTiles);
+  EXPECT_THROW(op_builder("rmsnorm").build({"rmsnorm", {{"M", 130}, {"H", 2048}}, {{"eps", 1e-5}}},
+                                           spec, gemm_x_of(gemm)),
+               LimitError);
   const OpShape norm{"rmsnorm", {{"M", 64}, {"H", 576}}, {{"eps", 1e-5}}};
   // K = 576 is not whole k = 128 blocks.
   EXPECT_THROW(op_builder("rmsnorm").build(norm, spec, {{kGemmXM, 16}, {kGemmXK, 128}, {kGemmXRows, 4}}),

@@ -136,8 +136,16 @@ void add_rowmajor_io(npu::Launch& l, const RowwiseSpec& s, const RowwisePlan& p,
     }
     for (const Run& r : runs) {
       if (s.gemm_x.on()) {
+        const size_t first = l.sequence.size();
         add_gemm_x_writes(l.sequence, y, s.gemm_x, r.offset, r.offset + r.objects * obj, r.repeat,
                           spec, s.what);
+        // A task moves whole fifo objects: a group of the gemm's rows must
+        // start and end on one of the producer's objects.
+        for (size_t t = first; t < l.sequence.size(); ++t)
+          if (l.sequence[t].pattern.elements_per_repeat() % obj != 0)
+            throw_error<LimitError>("{}: the gemm x layout (m={}) cuts an object of {} elements "
+                                    "(rows of {} blocks do not fall on the producer's objects)",
+                                    s.what, s.gemm_x.m, obj, s.gemm_x.m);
         continue;
       }
       l.sequence.push_back(b::from_device(
