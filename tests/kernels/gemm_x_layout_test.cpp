@@ -87,7 +87,7 @@ TEST_P(GemmXLayoutTest, RmsnormWritesTheGemmsPackedX) {
 // silu_mul streams flat rows of 512 elements: its runs start and end inside
 // the gemm's rows, on k-block boundaries.
 TEST_P(GemmXLayoutTest, SiluMulFlatRowsWriteTheGemmsPackedX) {
-  for (auto [M, N] : {std::pair<int64_t, int64_t>{64, 1536}, {64, 2048}}) {
+  for (auto [M, N] : {std::pair<int64_t, int64_t>{64, 4096}, {128, 2048}}) {
     SCOPED_TRACE(fmt::format("M={} N={}", M, N));
     const OpShape act{"silu_mul", {{"M", M}, {"N", N}}, {}};
     const BuiltOp gemm = op_builder("linear").build({"linear", {{"M", M}, {"K", N}, {"N", 128}}, {}},
