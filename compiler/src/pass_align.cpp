@@ -116,6 +116,55 @@ std::vector<std::pair<Launch*, const char*>> attempt(const Edge& e, const std::v
   return ends;
 }
 
+// The blocked x layout every reader of the edge reads, as tile options for a
+// row-wise producer (activation_layout.h kGemmX*); empty when a reader is not
+// a linear reading x blocked, or two readers block x differently.
+kernels::TileOptions readers_gemm_x(const Edge& e) {
+  kernels::TileOptions want;
+  for (const auto& [l, k] : e.readers) {
+    if (l->shape.op != "linear" || k != 0 || !l->op || has(*l, kRowMajorTile)) return {};
+    const kernels::TileOptions& t = l->op->tiles;
+    // A gemv's x is one row of k blocks (m = 1, one row group).
+    const bool gemm = t.count("gemm") && t.at("gemm") != 0;
+    kernels::TileOptions x = {{kernels::kGemmXM, gemm ? t.at("m") : 1}, {kernels::kGemmXK, t.at("k")},
+                              {kernels::kGemmXRows, gemm ? t.at("rows") : 1}};
+    if (!want.empty() && want != x) return {};
+    want = std::move(x);
+  }
+  return want;
+}
+
+// The producer rebuilt to write the blocked x its gemm readers read (they stay
+// as they are: a row-major gemm x costs a short DDR run per block on every N
+// block, the producer pays them once). 1 kept (faster once fused), 0 built but
+// slower or not aligned, -1 refused or not applicable.
+int write_readers_layout(Plan& p, Edge& e, DesignCache& cache, double& best) {
+  const kernels::TileOptions x = readers_gemm_x(e);
+  if (x.empty()) return -1;
+  const Launch saved = *e.producer;
+  try {
+    e.producer->tiles.erase(kRowMajorOutTile);
+    for (const auto& [k, v] : x) e.producer->tiles[k] = v;
+    detail::build_launch(p, *e.producer, cache);
+  } catch (const LimitError&) {
+    *e.producer = saved;
+    return -1;
+  } catch (const UsageError&) {
+    *e.producer = saved;
+    return -1;
+  }
+  if (aligned(e)) {
+    update_costs(p, cache.spec());
+    if (const double t = detail::fused_seconds(p, cache); t < best) {
+      best = t;
+      return 1;
+    }
+  }
+  *e.producer = saved;
+  update_costs(p, cache.spec());
+  return 0;
+}
+
 // An edge that alone made the plan slower, with the variant that built.
 struct Slower {
   Edge* edge = nullptr;
@@ -200,10 +249,16 @@ std::string pass_align_layouts(Plan& p, DesignCache& cache, bool bug) {
       for (size_t i = 0; i < ends.size(); ++i) *ends[i].first = saved[i];
       update_costs(p, spec);
     }
+    if (!kept && !bug) {
+      const int w = write_readers_layout(p, e, cache, best);
+      built = built || w >= 0;
+      kept = w > 0;
+      if (kept) ops.insert(fmt::format("{}:gemm_x", e.producer->shape.op));
+    }
     aligned_edges += kept;
     slower += built && !kept;
     refused += !built;
-    if (built && !kept) slow.push_back({&e, readers, first_built});
+    if (built && !kept && first_built >= 0) slow.push_back({&e, readers, first_built});
   }
   const int grouped = align_layer_groups(p, cache, slow, best, ops);
   aligned_edges += grouped;

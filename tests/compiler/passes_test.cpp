@@ -205,10 +205,10 @@ TEST(AlignLayouts, RowMajorEdgesCarryNoRelayout) {
 // rope, kv_append, residual and norms read one row plain, so the chain from
 // attn_norm to the cache writes is one dispatch and attention through h_out
 // another; without align-layouts the gemv outputs stay blocked and the layer
-// takes more. What is aligned holds (verify_plan). (Qwen2's v bias of one
-// row, 128 wide, has no row-major build yet: its layers stay at three.)
+// takes more. What is aligned holds (verify_plan). Qwen2.5-0.5b's 14-head
+// rope reads one row plain too since heads mode no longer pads heads.
 TEST(AlignLayouts, DecodeLayerIsTwoDispatches) {
-  for (const char* preset : {"llama-3.2-1b", "qwen3-0.6b", "smollm2-135m"}) {
+  for (const char* preset : {"llama-3.2-1b", "qwen3-0.6b", "smollm2-135m", "qwen2.5-0.5b"}) {
     SCOPED_TRACE(preset);
     const Plan p = lower_with(small(preset), 1, 2000, PlanStyle::standard);
     const Plan off = lower_with(small(preset), 1, 2000, PlanStyle::standard, {"align-layouts"});

@@ -75,6 +75,29 @@ TEST(NormBuilders, RowMajorRefusesRopeHeadsMode) {
   EXPECT_THROW(op_builder("rope").build(s, spec, {{kRowMajorTile, 1}}), LimitError);
 }
 
+// Heads mode spreads a row's heads over the rows of a column without padded
+// heads where a divisor of heads keeps at least half the rows: 14 heads on 4
+// rows would carry 2 zero heads, on 2 rows none, so one row is laid out
+// plain (the layout its row-major producer writes in decode). Asked for 4
+// rows explicitly (the planted padding), the input is larger than the row.
+TEST(NormBuilders, RopeHeadsModeAvoidsPaddedHeads) {
+  auto spec = npu::DeviceSpec::preset("xdna2");
+  const OpShape s{"rope", {{"M", 1}, {"heads", 14}, {"head_dim", 64}}, {}};
+  auto x_bytes = [&](const BuiltOp& b) {
+    int64_t n = 0;
+    for (const auto& h : b.design.host_buffers) n += h.name.starts_with("in_c") ? h.bytes : 0;
+    return n;
+  };
+  const BuiltOp b = op_builder("rope").build(s, spec);
+  EXPECT_EQ(b.tiles.at("rows"), 2);
+  EXPECT_EQ(x_bytes(b), 14 * 64 * 2);
+  const BuiltOp padded = op_builder("rope").build(s, spec, {{"rows", 4}});
+  EXPECT_GT(x_bytes(padded), 14 * 64 * 2);
+  // 32 heads divide 4 rows: unchanged.
+  EXPECT_EQ(op_builder("rope").build({"rope", {{"M", 1}, {"heads", 32}, {"head_dim", 64}}, {}}, spec)
+                .tiles.at("rows"), 4);
+}
+
 TEST(NormBuilders, UsesManyTilesForLongInputs) {
   auto spec = npu::DeviceSpec::preset("xdna2-sourced");
   BuiltOp b = op_builder("rmsnorm").build({"rmsnorm", {{"M", 2048}, {"H", 2048}}, {}}, spec);

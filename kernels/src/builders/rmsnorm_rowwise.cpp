@@ -35,6 +35,12 @@ TileCoord core(const npu::DeviceSpec& s, int c, int r) {
   return {c, s.shim_rows + s.mem_rows + r};
 }
 
+// The gemm x buffers some row reaches (fewer than R when M < R * m): the
+// others the producer would never write, so they are not its output.
+int gemm_x_buffers(const GemmXLayout& g) {
+  return g.on() ? static_cast<int>(std::min<int64_t>(g.R, (g.M + g.m - 1) / g.m)) : 0;
+}
+
 // Per tile: P stream objects double-buffered, the constant once, two side
 // objects double-buffered, two out objects, plus the kernel's own scratch.
 int64_t footprint(const RowwiseSpec& s, int64_t m, int64_t wt) {
@@ -62,6 +68,14 @@ RowwisePlan plan_rowwise(const RowwiseSpec& s, const npu::DeviceSpec& spec,
   int64_t row_tiles = C;
   if (p.heads_mode) {
     R = static_cast<int>(std::min<int64_t>(R, s.heads));
+    // No padded heads where a divisor of heads keeps at least half the rows:
+    // padded heads cost DDR bytes, and without them a one-row tensor is laid
+    // out plain, as the row-major producer of a decode rope writes it.
+    for (int d = R; d >= (R + 1) / 2 && !tiles.count("rows"); --d)
+      if (s.heads % d == 0) {
+        R = d;
+        break;
+      }
     int64_t hr = ceil_div(s.heads, R);
     R = static_cast<int>(ceil_div(s.heads, hr));  // no tile left without a head
     p.wt = hr * s.unit;
@@ -170,9 +184,12 @@ npu::Design make_rowmajor_design(const RowwiseSpec& s, const RowwisePlan& p,
                                  const npu::DeviceSpec& spec) {
   npu::Design d;
   d.name = fmt::format("{}_{}x{}_m{}_S{}_rowmajor", s.kernel, p.C, p.R, p.m, p.S);
+  if (s.gemm_x.on()) d.name += fmt::format("_gemmx{}x{}", s.gemm_x.m, s.gemm_x.k);
   if (s.const_elems) d.host_buffers.push_back({"w", s.const_elems * 2, 2});
   for (int i = 0; i < s.P; ++i) d.host_buffers.push_back({rowmajor_in(i), s.numel * 2, 2});
-  d.host_buffers.push_back({"y_rows", s.numel * 2, 2});
+  if (!s.gemm_x.on()) d.host_buffers.push_back({"y_rows", s.numel * 2, 2});
+  for (int r = 0; r < gemm_x_buffers(s.gemm_x); ++r)
+    d.host_buffers.push_back({gemm_x_buffer(r), s.gemm_x.buffer_elems() * 2, 2});
   const int64_t per = rowmajor_steps_per_launch(s, p, spec);
   for (int64_t s0 = 0; s0 < p.S; s0 += per) {
     RowwisePlan q = p;
@@ -298,6 +315,10 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
     auto rm = tiles.find(key);
     sp->rowmajor = sp->rowmajor || (rm != tiles.end() && rm->second != 0);
   }
+  // The gemm x output reads its streams row-major (rowwise.h GemmXLayout).
+  sp->gemm_x = gemm_x_layout(s.what, tiles, shape_numel(output.shape) / output.shape.back(),
+                             output.shape.back(), spec);
+  sp->rowmajor = sp->rowmajor || sp->gemm_x.on();
   BuiltOp out;
   out.shape = shape;
   out.design = make_rowwise_design(*sp, *p, spec);
@@ -306,6 +327,8 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
   out.outputs = {output};
   out.tiles = {{"m", p->m}, {"columns", p->C}, {"rows", p->R}, {"steps", p->S}};
   if (sp->rowmajor) out.tiles[kRowMajorTile] = 1;
+  if (sp->gemm_x.on())
+    out.tiles.insert({{kGemmXM, sp->gemm_x.m}, {kGemmXK, sp->gemm_x.k}, {kGemmXRows, sp->gemm_x.R}});
   auto d = std::make_shared<npu::Design>(out.design);
   std::string key = shape.key();
   out.pack = [p, sp, d, roles, inputs, key](size_t input, std::span<const float> v,
@@ -366,6 +389,13 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
     const RowwisePlan& pl = *p;
     const RowwiseSpec& rs = *sp;
     std::vector<float> y(static_cast<size_t>(out_numel));
+    if (const GemmXLayout& g = rs.gemm_x; g.on()) {
+      std::vector<const bf16*> xr;
+      for (int r = 0; r < gemm_x_buffers(g); ++r) xr.push_back(host_bf16(*d, gemm_x_buffer(r), host));
+      for (int64_t i = 0; i < out_numel; ++i)
+        y[i] = bf16_to_f32(xr[g.buffer(i / g.K)][g.index(i / g.K, i % g.K)]);
+      return y;
+    }
     if (!rs.out_host.empty() || rs.rowmajor) {
       const bf16* o = host_bf16(*d, rs.rowmajor ? std::string("y_rows") : rs.out_host, host);
       for (int64_t i = 0; i < out_numel; ++i)

@@ -2,6 +2,7 @@
 // rowwise.h): the fifos, links and core programs are the blocked variant's;
 // only the host buffers and the runtime sequence differ.
 #include <algorithm>
+#include <map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -54,6 +55,38 @@ std::vector<Run> column_runs(const RowwiseSpec& s, const RowwisePlan& p, int c, 
   return runs;
 }
 
+// Shim tasks of the busiest column over steps [s0, s0 + steps).
+int64_t busiest_shim(const RowwiseSpec& s, const RowwisePlan& p, const npu::DeviceSpec& spec,
+                     int64_t s0, int64_t steps);
+
+// The gemm x output cuts a column's run into a task per group of the gemm's
+// m rows, so the steps a launch holds are bounded by the shim's BDs.
+int64_t gemm_x_steps_per_launch(const RowwiseSpec& s, const RowwisePlan& p,
+                                const npu::DeviceSpec& spec) {
+  RowwiseSpec plain = s;
+  plain.gemm_x = {};
+  const int64_t most = rowmajor_steps_per_launch(plain, p, spec);
+  for (int64_t per = most; per >= 1; --per) {
+    bool fits = true;
+    for (int64_t s0 = 0; s0 < p.S && fits; s0 += per)
+      fits = busiest_shim(s, p, spec, s0, std::min(per, p.S - s0)) <= spec.shim.buffer_descriptors;
+    if (fits) return per;
+  }
+  throw_error<LimitError>("{}: one step of the gemm x output needs more than the {} shim BDs of {}",
+                          s.what, spec.shim.buffer_descriptors, spec.name);
+}
+
+int64_t busiest_shim(const RowwiseSpec& s, const RowwisePlan& p, const npu::DeviceSpec& spec,
+                     int64_t s0, int64_t steps) {
+  npu::Launch l;
+  add_rowmajor_io(l, s, p, spec, s0, steps);
+  std::map<std::string, int64_t> per_column;  // fifo "in3" / "y3" -> column "3"
+  for (const npu::DmaTask& t : l.sequence) ++per_column[t.fifo.substr(t.to_device ? 2 : 1)];
+  int64_t most = 0;
+  for (const auto& [c, n] : per_column) most = std::max(most, n + (c == "0" && s.const_elems ? 1 : 0));
+  return most;
+}
+
 }  // namespace
 
 std::string rowmajor_in(int p) { return fmt::format("x{}_rows", p); }
@@ -71,6 +104,7 @@ void check_rowmajor(const RowwiseSpec& s, const RowwisePlan& p) {
 
 int64_t rowmajor_steps_per_launch(const RowwiseSpec& s, const RowwisePlan& p,
                                   const npu::DeviceSpec& spec) {
+  if (s.gemm_x.on()) return gemm_x_steps_per_launch(s, p, spec);
   if (s.P == 1) return p.S;  // a column's objects merge into <= 2 runs each way
   // Shim 0: the constant's task, <= 2 output runs, then P tasks per step.
   const int64_t free = spec.shim.buffer_descriptors - (s.const_elems ? 1 : 0) - 2;
@@ -100,10 +134,24 @@ void add_rowmajor_io(npu::Launch& l, const RowwiseSpec& s, const RowwisePlan& p,
               in, rowmajor_in(i),
               span_pattern(object_start(s, p, c, st), obj, s.numel, 1, spec, s.what + " in rows")));
     }
-    for (const Run& r : runs)
+    for (const Run& r : runs) {
+      if (s.gemm_x.on()) {
+        const size_t first = l.sequence.size();
+        add_gemm_x_writes(l.sequence, y, s.gemm_x, r.offset, r.offset + r.objects * obj, r.repeat,
+                          spec, s.what);
+        // A task moves whole fifo objects: a group of the gemm's rows must
+        // start and end on one of the producer's objects.
+        for (size_t t = first; t < l.sequence.size(); ++t)
+          if (l.sequence[t].pattern.elements_per_repeat() % obj != 0)
+            throw_error<LimitError>("{}: the gemm x layout (m={}) cuts an object of {} elements "
+                                    "(rows of {} blocks do not fall on the producer's objects)",
+                                    s.what, s.gemm_x.m, obj, s.gemm_x.m);
+        continue;
+      }
       l.sequence.push_back(b::from_device(
           y, "y_rows",
           span_pattern(r.offset, r.objects * obj, s.numel, r.repeat, spec, s.what + " out rows")));
+    }
   }
 }
 

@@ -17,5 +17,12 @@ inline constexpr const char* kRowMajorTile = "rowmajor";
 // (a gemm whose row-major x would cost more DMA bursts than its re-layout;
 // the row-wise builders take it as kRowMajorTile).
 inline constexpr const char* kRowMajorOutTile = "rowmajor_out";
+// The output of a row-wise op (inputs row-major) written in the blocked x
+// layout of the gemm that reads it (kernels/builders/rowwise.h GemmXLayout):
+// the gemm's m, k and rows. The producer pays the short runs once; the gemm
+// keeps streaming whole blocks on every N block it re-reads x for.
+inline constexpr const char* kGemmXM = "gemm_x_m";
+inline constexpr const char* kGemmXK = "gemm_x_k";
+inline constexpr const char* kGemmXRows = "gemm_x_rows";
 
 }  // namespace tessera::kernels

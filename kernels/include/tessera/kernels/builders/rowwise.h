@@ -26,6 +26,36 @@
 
 namespace tessera::kernels {
 
+// The blocked x layout of a gemm (kernels/builders/linear.h): host buffers
+// x_r0..x_r{R-1}, each [S][kb][m][k] of the rows r*m.. of every M step of
+// R * m rows, zero where a block runs past M. A row-wise op asked for it
+// (TileOptions kGemmX*, activation_layout.h) writes its output there, so the
+// gemm reading it needs no re-layout and still streams x in whole blocks.
+struct GemmXLayout {
+  int64_t m = 0, k = 0, R = 0;  // the gemm's row block, K block, row groups
+  int64_t M = 0, K = 0;         // logical rows and row length of the tensor
+  bool on() const { return m > 0; }
+  int64_t S() const { return (M + R * m - 1) / (R * m); }
+  int64_t kb() const { return (K + k - 1) / k; }
+  int64_t buffer_elems() const { return S() * kb() * m * k; }
+  int buffer(int64_t row) const { return static_cast<int>(row / m % R); }
+  int64_t index(int64_t row, int64_t col) const {
+    return ((row / (R * m) * kb() + col / k) * m + row % m) * k + col % k;
+  }
+};
+// The layout the tile options ask for (off without kGemmXM); LimitError when
+// K is not whole k blocks (one row, a gemv's x: zero-padded to them) or a
+// block exceeds the shim BD limits.
+GemmXLayout gemm_x_layout(const std::string& what, const TileOptions& tiles, int64_t M, int64_t K,
+                          const npu::DeviceSpec& spec);
+std::string gemm_x_buffer(int r);  // "x_r0", as the linear builder names them
+// Shim tasks writing the logical elements [a, b) of a row-major stream from
+// `fifo` into the layout, `repeat` times; LimitError for a run that does not
+// start and end on k-block boundaries.
+void add_gemm_x_writes(std::vector<npu::DmaTask>& out, const std::string& fifo,
+                       const GemmXLayout& g, int64_t a, int64_t b, int64_t repeat,
+                       const npu::DeviceSpec& spec, const std::string& what);
+
 struct RowwiseSpec {
   std::string what;      // op key for names and errors
   std::string kernel;
@@ -49,6 +79,8 @@ struct RowwiseSpec {
   int64_t out_unit = 0;
   // kRowMajorTile: streams and output in one row-major buffer each (below).
   bool rowmajor = false;
+  // With rowmajor: the output in a gemm's blocked x layout instead of y_rows.
+  GemmXLayout gemm_x;
 };
 
 struct RowwisePlan {
