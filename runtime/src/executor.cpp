@@ -1,6 +1,7 @@
 #include "tessera/core/mutants.h"
 #include "tessera/runtime/executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <utility>
@@ -50,8 +51,8 @@ struct PackedValue {
 class ValueStore {
  public:
   ValueStore(const Plan& plan, const Values& inputs, const std::set<std::string>* keep,
-             int64_t last_row)
-      : plan_(plan), inputs_(inputs), keep_(keep), last_row_(last_row) {
+             int64_t last_row, std::map<std::string, Executor::ResidentImage>& resident)
+      : plan_(plan), inputs_(inputs), keep_(keep), last_row_(last_row), resident_(resident) {
     for (size_t i = 0; i < plan.steps.size(); ++i)
       for (const Launch& l : plan.steps[i].launches) {
         const Node& n = plan.graph.nodes.at(l.node);
@@ -124,6 +125,7 @@ class ValueStore {
         if (r.kind != ValueKind::activation) continue;
         const std::string name = whole_name(r);
         if (last_reader_.at(name) != step) continue;
+        reclaim(name);
         packed_.erase(name);
         if (!kept(name)) values_.erase(name);
       }
@@ -132,6 +134,17 @@ class ValueStore {
   Values take() { return std::move(values_); }
 
  private:
+  // A resident cache's bytes go back to the executor once no reader needs
+  // them (readers view them or copy them, never write them: viewable).
+  void reclaim(const std::string& name) {
+    auto img = resident_.find(name);
+    auto pv = packed_.find(name);
+    if (img == resident_.end() || pv == packed_.end() || !img->second.bytes.empty() ||
+        pv->second.buffers.size() != 1)
+      return;
+    img->second.bytes = std::move(pv->second.buffers[0]);
+  }
+
   bool kept(const std::string& name) const { return keep_ == nullptr || keep_->count(name) > 0; }
 
   std::span<const float> row_of(const ValueRef& r, const std::vector<float>& v) const {
@@ -154,6 +167,7 @@ class ValueStore {
   std::map<std::string, std::vector<std::string>> readers_;  // layouts readers read in ("" = values)
   Values values_;
   std::map<std::string, PackedValue> packed_;
+  std::map<std::string, Executor::ResidentImage>& resident_;
 };
 
 // The packed weight buffers of one launch as read-only host views: the
@@ -200,6 +214,43 @@ void take_packed(const Launch& l, size_t input, const PackedValue& v, npu::HostM
   }
 }
 
+// Whether a producer's bytes can be handed to input `input` as read-only
+// views instead (no zero-fill, no copy: a resident KV cache is R rows
+// whatever the position): the reader's design never writes those buffers
+// and no other input of the launch packs into them.
+bool viewable(const Launch& l, size_t input, const npu::Design& d) {
+  for (const std::string& name : l.in_buffers.at(input)) {
+    for (size_t j = 0; j < l.in_buffers.size(); ++j)
+      if (j != input && std::ranges::find(l.in_buffers[j], name) != l.in_buffers[j].end()) return false;
+    for (const npu::Launch& dl : d.launches)
+      for (const npu::DmaTask& t : dl.sequence)
+        if (!t.to_device && t.host_buffer == name) return false;
+  }
+  return true;
+}
+
+// A resident kv_append's cache buffer: the image the executor kept from the
+// last run (rows >= its `rows` zero, so packing rows [0, T) over it gives
+// the bytes a zero-filled buffer would), or zeros when there is none, it is
+// another layout, or it holds rows past T (a new prompt).
+bool lend_resident(Executor& exec, const Launch& l, const kernels::BuiltOp& op, npu::HostMemory& host) {
+  if (op.shape.op != "kv_append" || !op.tiles.count("cache_rows")) return false;
+  int64_t bytes = -1;
+  for (const npu::HostBuffer& h : op.design.host_buffers)
+    if (h.name == "cache") bytes = h.bytes;
+  TESSERA_CHECK(bytes >= 0, "executor: resident kv_append {} has no 'cache' host buffer", l.name);
+  Executor::ResidentImage& img = exec.resident_images()[l.name];
+  std::vector<std::byte> image = std::move(img.bytes);
+  img.bytes = {};
+  const int64_t T = op.shape.dim("T");
+  if (static_cast<int64_t>(image.size()) != bytes || img.layout != l.out_layout) image.assign(static_cast<size_t>(bytes), std::byte{0});
+  else if (img.rows > T) std::fill(image.begin(), image.end(), std::byte{0});
+  img.layout = l.out_layout;
+  img.rows = T;  // after the run: pack wrote rows < T, the padded run wrote zeros back past T
+  host["cache"] = std::move(image);
+  return true;
+}
+
 // One launch of an NPU step: weights viewed in place, activations packed (or taken
 // as the producer's bytes when the layouts match), the design simulated.
 void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
@@ -214,18 +265,28 @@ void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
   npu::HostViews views;
   for (size_t i = 0; i < node.inputs.size(); ++i)
     if (node.inputs[i].kind == ValueKind::weight) add_views(weight_buffers(weights, l, i), l.weight_layouts[i], views);
+  std::vector<bool> viewed(node.inputs.size(), false);
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    if (node.inputs[i].kind == ValueKind::weight || !viewable(l, i, op.design)) continue;
+    const PackedValue* pv = values.packed(node.inputs[i], l.in_layouts.at(i));
+    if (pv == nullptr || pv->buffers.size() != l.in_buffers[i].size()) continue;
+    for (size_t b = 0; b < pv->buffers.size(); ++b) views.emplace(l.in_buffers[i][b], pv->buffers[b]);
+    viewed[i] = true;
+  }
+  const bool resident = lend_resident(exec, l, op, host);
   for (const npu::HostBuffer& h : op.design.host_buffers) {
     auto v = views.find(h.name);
     // Zero-filled first, as run_op does: padding no pack() writes must read 0.
-    if (v == views.end()) host[h.name].assign(static_cast<size_t>(h.bytes), std::byte{0});
-    else if (v->second.size() != static_cast<size_t>(h.bytes))
-      throw_error<InternalError>("executor: step {}: packed weight buffer '{}' has {} bytes, "
-                                 "the design declares {}", l.name, h.name, v->second.size(),
-                                 h.bytes);
+    if (v == views.end()) {
+      if (!host.count(h.name)) host[h.name].assign(static_cast<size_t>(h.bytes), std::byte{0});
+    } else if (v->second.size() != static_cast<size_t>(h.bytes)) {
+      throw_error<InternalError>("executor: step {}: host view '{}' has {} bytes, the design "
+                                 "declares {}", l.name, h.name, v->second.size(), h.bytes);
+    }
   }
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const ValueRef& r = node.inputs[i];
-    if (r.kind == ValueKind::weight) continue;
+    if (r.kind == ValueKind::weight || viewed[i]) continue;
     if (const PackedValue* pv = values.packed(r, l.in_layouts.at(i))) {
       take_packed(l, i, *pv, host);
       continue;
@@ -248,6 +309,8 @@ void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
     PackedValue pv{l.out_layout, {}};
     for (const std::string& b : l.out_buffers) pv.buffers.push_back(std::move(host.at(b)));
     values.put_packed(l.name, std::move(pv));
+  } else if (resident) {
+    exec.resident_images()[l.name].bytes = std::move(host.at("cache"));
   }
 }
 
@@ -292,7 +355,7 @@ const npu::PreparedDesign& Executor::prepared(const std::shared_ptr<const kernel
 
 ExecResult Executor::run(const Plan& plan, const Values& inputs, const std::set<std::string>* keep,
                          const std::function<void(size_t, size_t)>& progress, int64_t last_row) {
-  ValueStore values(plan, inputs, keep, last_row);
+  ValueStore values(plan, inputs, keep, last_row, resident_);
   ExecResult result;
   const auto t_run = Clock::now();
   for (size_t i = 0; i < plan.steps.size(); ++i) {
