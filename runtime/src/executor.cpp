@@ -251,39 +251,12 @@ bool lend_resident(Executor& exec, const Launch& l, const kernels::BuiltOp& op, 
   return true;
 }
 
-// One launch of an NPU step: weights viewed in place, activations packed (or taken
-// as the producer's bytes when the layouts match), the design simulated.
-void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
-                    const compiler::PackedWeights& weights, Executor& exec, const npu::Simulator& sim,
-                    size_t step) {
-  TESSERA_CHECK(l.op != nullptr, "executor: NPU step {} has no built op", l.name);
+// The activation inputs of a launch in input order (as run_op packs them):
+// a producer's bytes copied, or the values packed; `viewed` inputs are
+// already read-only views.
+void pack_inputs(const Launch& l, const Node& node, const ValueStore& values,
+                 const std::vector<bool>& viewed, npu::HostMemory& host) {
   const kernels::BuiltOp& op = *l.op;
-  TESSERA_CHECK(op.inputs.size() == node.inputs.size() && op.outputs.size() == 1,
-                "executor: step {} ({}) has {} inputs / {} outputs, its node {} inputs", l.name,
-                op.shape.key(), op.inputs.size(), op.outputs.size(), node.inputs.size());
-  npu::HostMemory host;
-  npu::HostViews views;
-  for (size_t i = 0; i < node.inputs.size(); ++i)
-    if (node.inputs[i].kind == ValueKind::weight) add_views(weight_buffers(weights, l, i), l.weight_layouts[i], views);
-  std::vector<bool> viewed(node.inputs.size(), false);
-  for (size_t i = 0; i < node.inputs.size(); ++i) {
-    if (node.inputs[i].kind == ValueKind::weight || !viewable(l, i, op.design)) continue;
-    const PackedValue* pv = values.packed(node.inputs[i], l.in_layouts.at(i));
-    if (pv == nullptr || pv->buffers.size() != l.in_buffers[i].size()) continue;
-    for (size_t b = 0; b < pv->buffers.size(); ++b) views.emplace(l.in_buffers[i][b], pv->buffers[b]);
-    viewed[i] = true;
-  }
-  const bool resident = lend_resident(exec, l, op, host);
-  for (const npu::HostBuffer& h : op.design.host_buffers) {
-    auto v = views.find(h.name);
-    // Zero-filled first, as run_op does: padding no pack() writes must read 0.
-    if (v == views.end()) {
-      if (!host.count(h.name)) host[h.name].assign(static_cast<size_t>(h.bytes), std::byte{0});
-    } else if (v->second.size() != static_cast<size_t>(h.bytes)) {
-      throw_error<InternalError>("executor: step {}: host view '{}' has {} bytes, the design "
-                                 "declares {}", l.name, h.name, v->second.size(), h.bytes);
-    }
-  }
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const ValueRef& r = node.inputs[i];
     if (r.kind == ValueKind::weight || viewed[i]) continue;
@@ -301,6 +274,67 @@ void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
     }
     op.pack(i, v, host);
   }
+}
+
+// Producer bytes the reader only reads become views. A pack() of another
+// input may still write into such a buffer (kv_append's cache carries the
+// padded stream rows of its new rows): then every view of the launch's
+// activations turns back into a copy and the inputs are packed again in
+// order, which gives the bytes a zero-filled copy would.
+void prepare_inputs(const Launch& l, const Node& node, const ValueStore& values,
+                    npu::HostMemory& host, npu::HostViews& views) {
+  const kernels::BuiltOp& op = *l.op;
+  std::vector<bool> viewed(node.inputs.size(), false);
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    if (node.inputs[i].kind == ValueKind::weight || !viewable(l, i, op.design)) continue;
+    const PackedValue* pv = values.packed(node.inputs[i], l.in_layouts.at(i));
+    if (pv == nullptr || pv->buffers.size() != l.in_buffers[i].size()) continue;
+    for (size_t b = 0; b < pv->buffers.size(); ++b) views.emplace(l.in_buffers[i][b], pv->buffers[b]);
+    viewed[i] = true;
+  }
+  for (const npu::HostBuffer& h : op.design.host_buffers) {
+    auto v = views.find(h.name);
+    // Zero-filled first, as run_op does: padding no pack() writes must read 0.
+    if (v == views.end()) {
+      if (!host.count(h.name)) host[h.name].assign(static_cast<size_t>(h.bytes), std::byte{0});
+    } else if (v->second.size() != static_cast<size_t>(h.bytes)) {
+      throw_error<InternalError>("executor: step {}: host view '{}' has {} bytes, the design "
+                                 "declares {}", l.name, h.name, v->second.size(), h.bytes);
+    }
+  }
+  pack_inputs(l, node, values, viewed, host);
+  bool collided = false;
+  for (size_t i = 0; i < node.inputs.size(); ++i)
+    for (const std::string& name : viewed[i] ? l.in_buffers[i] : std::vector<std::string>{})
+      collided = collided || host.count(name) > 0;
+  if (!collided) return;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    if (!viewed[i]) continue;
+    for (const std::string& name : l.in_buffers[i]) {
+      host[name].resize(views.at(name).size());
+      views.erase(name);
+    }
+    viewed[i] = false;
+  }
+  pack_inputs(l, node, values, viewed, host);
+}
+
+// One launch of an NPU step: weights viewed in place, activations packed (or taken
+// as the producer's bytes when the layouts match), the design simulated.
+void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
+                    const compiler::PackedWeights& weights, Executor& exec, const npu::Simulator& sim,
+                    size_t step) {
+  TESSERA_CHECK(l.op != nullptr, "executor: NPU step {} has no built op", l.name);
+  const kernels::BuiltOp& op = *l.op;
+  TESSERA_CHECK(op.inputs.size() == node.inputs.size() && op.outputs.size() == 1,
+                "executor: step {} ({}) has {} inputs / {} outputs, its node {} inputs", l.name,
+                op.shape.key(), op.inputs.size(), op.outputs.size(), node.inputs.size());
+  npu::HostMemory host;
+  npu::HostViews views;
+  for (size_t i = 0; i < node.inputs.size(); ++i)
+    if (node.inputs[i].kind == ValueKind::weight) add_views(weight_buffers(weights, l, i), l.weight_layouts[i], views);
+  const bool resident = lend_resident(exec, l, op, host);
+  prepare_inputs(l, node, values, host, views);
   // A patched design depends on the packed values: validated on every run.
   if (op.patch) sim.run(op.patch(op.design, host), host, &views);
   else sim.run(exec.prepared(l.op), host, &views);
