@@ -232,20 +232,25 @@ bool viewable(const Launch& l, size_t input, const npu::Design& d) {
 // A resident kv_append's cache buffer: the image the executor kept from the
 // last run (rows >= its `rows` zero, so packing rows [0, T) over it gives
 // the bytes a zero-filled buffer would), or zeros when there is none, it is
-// another layout, or it holds rows past T (a new prompt).
+// laid out otherwise, or it holds rows past T (a new prompt). The layout is
+// named by the tiles that fix it (R rows, head-major by D): the activation
+// layout key of the cache probes T rows, so it changes with every position.
 bool lend_resident(Executor& exec, const Launch& l, const kernels::BuiltOp& op, npu::HostMemory& host) {
   if (op.shape.op != "kv_append" || !op.tiles.count("cache_rows")) return false;
   int64_t bytes = -1;
   for (const npu::HostBuffer& h : op.design.host_buffers)
     if (h.name == "cache") bytes = h.bytes;
   TESSERA_CHECK(bytes >= 0, "executor: resident kv_append {} has no 'cache' host buffer", l.name);
+  const auto tile = [&](const char* k) { return op.tiles.count(k) ? op.tiles.at(k) : int64_t{0}; };
+  const std::string layout = fmt::format("kv_dim={} cache_rows={} cache_head_dim={}", op.shape.dim("kv_dim"),
+                                         tile("cache_rows"), tile("cache_head_dim"));
   Executor::ResidentImage& img = exec.resident_images()[l.name];
   std::vector<std::byte> image = std::move(img.bytes);
   img.bytes = {};
   const int64_t T = op.shape.dim("T");
-  if (static_cast<int64_t>(image.size()) != bytes || img.layout != l.out_layout) image.assign(static_cast<size_t>(bytes), std::byte{0});
+  if (static_cast<int64_t>(image.size()) != bytes || img.layout != layout) image.assign(static_cast<size_t>(bytes), std::byte{0});
   else if (img.rows > T) std::fill(image.begin(), image.end(), std::byte{0});
-  img.layout = l.out_layout;
+  img.layout = layout;
   img.rows = T;  // after the run: pack wrote rows < T, the padded run wrote zeros back past T
   host["cache"] = std::move(image);
   return true;

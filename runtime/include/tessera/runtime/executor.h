@@ -80,7 +80,7 @@ class Executor {
   // zero instead of zero-filling all R rows, and hands it to the attention as
   // a view. Keyed by the kv_append's value name ("L0.k_cache").
   struct ResidentImage {
-    std::string layout;            // the kv_append's out_layout
+    std::string layout;            // kv_dim and the tiles that fix the layout
     std::vector<std::byte> bytes;  // empty while lent to a run
     int64_t rows = 0;              // rows >= this are zero
   };
