@@ -1,6 +1,7 @@
 #include "tessera/core/mutants.h"
 #include "tessera/runtime/executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <utility>
@@ -50,8 +51,8 @@ struct PackedValue {
 class ValueStore {
  public:
   ValueStore(const Plan& plan, const Values& inputs, const std::set<std::string>* keep,
-             int64_t last_row)
-      : plan_(plan), inputs_(inputs), keep_(keep), last_row_(last_row) {
+             int64_t last_row, std::map<std::string, Executor::ResidentImage>& resident)
+      : plan_(plan), inputs_(inputs), keep_(keep), last_row_(last_row), resident_(resident) {
     for (size_t i = 0; i < plan.steps.size(); ++i)
       for (const Launch& l : plan.steps[i].launches) {
         const Node& n = plan.graph.nodes.at(l.node);
@@ -124,6 +125,7 @@ class ValueStore {
         if (r.kind != ValueKind::activation) continue;
         const std::string name = whole_name(r);
         if (last_reader_.at(name) != step) continue;
+        reclaim(name);
         packed_.erase(name);
         if (!kept(name)) values_.erase(name);
       }
@@ -132,6 +134,17 @@ class ValueStore {
   Values take() { return std::move(values_); }
 
  private:
+  // A resident cache's bytes go back to the executor once no reader needs
+  // them (readers view them or copy them, never write them: viewable).
+  void reclaim(const std::string& name) {
+    auto img = resident_.find(name);
+    auto pv = packed_.find(name);
+    if (img == resident_.end() || pv == packed_.end() || !img->second.bytes.empty() ||
+        pv->second.buffers.size() != 1)
+      return;
+    img->second.bytes = std::move(pv->second.buffers[0]);
+  }
+
   bool kept(const std::string& name) const { return keep_ == nullptr || keep_->count(name) > 0; }
 
   std::span<const float> row_of(const ValueRef& r, const std::vector<float>& v) const {
@@ -154,6 +167,7 @@ class ValueStore {
   std::map<std::string, std::vector<std::string>> readers_;  // layouts readers read in ("" = values)
   Values values_;
   std::map<std::string, PackedValue> packed_;
+  std::map<std::string, Executor::ResidentImage>& resident_;
 };
 
 // The packed weight buffers of one launch as read-only host views: the
@@ -200,32 +214,57 @@ void take_packed(const Launch& l, size_t input, const PackedValue& v, npu::HostM
   }
 }
 
-// One launch of an NPU step: weights viewed in place, activations packed (or taken
-// as the producer's bytes when the layouts match), the design simulated.
-void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
-                    const compiler::PackedWeights& weights, Executor& exec, const npu::Simulator& sim,
-                    size_t step) {
-  TESSERA_CHECK(l.op != nullptr, "executor: NPU step {} has no built op", l.name);
-  const kernels::BuiltOp& op = *l.op;
-  TESSERA_CHECK(op.inputs.size() == node.inputs.size() && op.outputs.size() == 1,
-                "executor: step {} ({}) has {} inputs / {} outputs, its node {} inputs", l.name,
-                op.shape.key(), op.inputs.size(), op.outputs.size(), node.inputs.size());
-  npu::HostMemory host;
-  npu::HostViews views;
-  for (size_t i = 0; i < node.inputs.size(); ++i)
-    if (node.inputs[i].kind == ValueKind::weight) add_views(weight_buffers(weights, l, i), l.weight_layouts[i], views);
-  for (const npu::HostBuffer& h : op.design.host_buffers) {
-    auto v = views.find(h.name);
-    // Zero-filled first, as run_op does: padding no pack() writes must read 0.
-    if (v == views.end()) host[h.name].assign(static_cast<size_t>(h.bytes), std::byte{0});
-    else if (v->second.size() != static_cast<size_t>(h.bytes))
-      throw_error<InternalError>("executor: step {}: packed weight buffer '{}' has {} bytes, "
-                                 "the design declares {}", l.name, h.name, v->second.size(),
-                                 h.bytes);
+// Whether a producer's bytes can be handed to input `input` as read-only
+// views instead (no zero-fill, no copy: a resident KV cache is R rows
+// whatever the position): the reader's design never writes those buffers
+// and no other input of the launch packs into them.
+bool viewable(const Launch& l, size_t input, const npu::Design& d) {
+  for (const std::string& name : l.in_buffers.at(input)) {
+    for (size_t j = 0; j < l.in_buffers.size(); ++j)
+      if (j != input && std::ranges::find(l.in_buffers[j], name) != l.in_buffers[j].end()) return false;
+    for (const npu::Launch& dl : d.launches)
+      for (const npu::DmaTask& t : dl.sequence)
+        if (!t.to_device && t.host_buffer == name) return false;
   }
+  return true;
+}
+
+// A resident kv_append's cache buffer: the image the executor kept from the
+// last run (rows >= its `rows` zero, so packing rows [0, T) over it gives
+// the bytes a zero-filled buffer would), or zeros when there is none, it is
+// laid out otherwise, or it holds rows past T (a new prompt). The layout is
+// named by the tiles that fix it (R rows, head-major by D): the activation
+// layout key of the cache probes T rows, so it changes with every position.
+bool lend_resident(Executor& exec, const Launch& l, const kernels::BuiltOp& op, npu::HostMemory& host) {
+  if (op.shape.op != "kv_append" || !op.tiles.count("cache_rows")) return false;
+  int64_t bytes = -1;
+  for (const npu::HostBuffer& h : op.design.host_buffers)
+    if (h.name == "cache") bytes = h.bytes;
+  TESSERA_CHECK(bytes >= 0, "executor: resident kv_append {} has no 'cache' host buffer", l.name);
+  const auto tile = [&](const char* k) { return op.tiles.count(k) ? op.tiles.at(k) : int64_t{0}; };
+  const std::string layout = fmt::format("kv_dim={} cache_rows={} cache_head_dim={}", op.shape.dim("kv_dim"),
+                                         tile("cache_rows"), tile("cache_head_dim"));
+  Executor::ResidentImage& img = exec.resident_images()[l.name];
+  std::vector<std::byte> image = std::move(img.bytes);
+  img.bytes = {};
+  const int64_t T = op.shape.dim("T");
+  if (static_cast<int64_t>(image.size()) != bytes || img.layout != layout) image.assign(static_cast<size_t>(bytes), std::byte{0});
+  else if (img.rows > T) std::fill(image.begin(), image.end(), std::byte{0});
+  img.layout = layout;
+  img.rows = T;  // after the run: pack wrote rows < T, the padded run wrote zeros back past T
+  host["cache"] = std::move(image);
+  return true;
+}
+
+// The activation inputs of a launch in input order (as run_op packs them):
+// a producer's bytes copied, or the values packed; `viewed` inputs are
+// already read-only views.
+void pack_inputs(const Launch& l, const Node& node, const ValueStore& values,
+                 const std::vector<bool>& viewed, npu::HostMemory& host) {
+  const kernels::BuiltOp& op = *l.op;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const ValueRef& r = node.inputs[i];
-    if (r.kind == ValueKind::weight) continue;
+    if (r.kind == ValueKind::weight || viewed[i]) continue;
     if (const PackedValue* pv = values.packed(r, l.in_layouts.at(i))) {
       take_packed(l, i, *pv, host);
       continue;
@@ -240,6 +279,67 @@ void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
     }
     op.pack(i, v, host);
   }
+}
+
+// Producer bytes the reader only reads become views. A pack() of another
+// input may still write into such a buffer (kv_append's cache carries the
+// padded stream rows of its new rows): then every view of the launch's
+// activations turns back into a copy and the inputs are packed again in
+// order, which gives the bytes a zero-filled copy would.
+void prepare_inputs(const Launch& l, const Node& node, const ValueStore& values,
+                    npu::HostMemory& host, npu::HostViews& views) {
+  const kernels::BuiltOp& op = *l.op;
+  std::vector<bool> viewed(node.inputs.size(), false);
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    if (node.inputs[i].kind == ValueKind::weight || !viewable(l, i, op.design)) continue;
+    const PackedValue* pv = values.packed(node.inputs[i], l.in_layouts.at(i));
+    if (pv == nullptr || pv->buffers.size() != l.in_buffers[i].size()) continue;
+    for (size_t b = 0; b < pv->buffers.size(); ++b) views.emplace(l.in_buffers[i][b], pv->buffers[b]);
+    viewed[i] = true;
+  }
+  for (const npu::HostBuffer& h : op.design.host_buffers) {
+    auto v = views.find(h.name);
+    // Zero-filled first, as run_op does: padding no pack() writes must read 0.
+    if (v == views.end()) {
+      if (!host.count(h.name)) host[h.name].assign(static_cast<size_t>(h.bytes), std::byte{0});
+    } else if (v->second.size() != static_cast<size_t>(h.bytes)) {
+      throw_error<InternalError>("executor: step {}: host view '{}' has {} bytes, the design "
+                                 "declares {}", l.name, h.name, v->second.size(), h.bytes);
+    }
+  }
+  pack_inputs(l, node, values, viewed, host);
+  bool collided = false;
+  for (size_t i = 0; i < node.inputs.size(); ++i)
+    for (const std::string& name : viewed[i] ? l.in_buffers[i] : std::vector<std::string>{})
+      collided = collided || host.count(name) > 0;
+  if (!collided) return;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    if (!viewed[i]) continue;
+    for (const std::string& name : l.in_buffers[i]) {
+      host[name].resize(views.at(name).size());
+      views.erase(name);
+    }
+    viewed[i] = false;
+  }
+  pack_inputs(l, node, values, viewed, host);
+}
+
+// One launch of an NPU step: weights viewed in place, activations packed (or taken
+// as the producer's bytes when the layouts match), the design simulated.
+void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
+                    const compiler::PackedWeights& weights, Executor& exec, const npu::Simulator& sim,
+                    size_t step) {
+  TESSERA_CHECK(l.op != nullptr, "executor: NPU step {} has no built op", l.name);
+  const kernels::BuiltOp& op = *l.op;
+  TESSERA_CHECK(op.inputs.size() == node.inputs.size() && op.outputs.size() == 1,
+                "executor: step {} ({}) has {} inputs / {} outputs, its node {} inputs", l.name,
+                op.shape.key(), op.inputs.size(), op.outputs.size(), node.inputs.size());
+  npu::HostMemory host;
+  npu::HostViews views;
+  for (size_t i = 0; i < node.inputs.size(); ++i)
+    if (node.inputs[i].kind == ValueKind::weight) add_views(weight_buffers(weights, l, i), l.weight_layouts[i], views);
+  const bool resident = lend_resident(exec, l, op, host);
+  prepare_inputs(l, node, values, host, views);
   // A patched design depends on the packed values: validated on every run.
   if (op.patch) sim.run(op.patch(op.design, host), host, &views);
   else sim.run(exec.prepared(l.op), host, &views);
@@ -248,6 +348,8 @@ void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
     PackedValue pv{l.out_layout, {}};
     for (const std::string& b : l.out_buffers) pv.buffers.push_back(std::move(host.at(b)));
     values.put_packed(l.name, std::move(pv));
+  } else if (resident) {
+    exec.resident_images()[l.name].bytes = std::move(host.at("cache"));
   }
 }
 
@@ -292,7 +394,7 @@ const npu::PreparedDesign& Executor::prepared(const std::shared_ptr<const kernel
 
 ExecResult Executor::run(const Plan& plan, const Values& inputs, const std::set<std::string>* keep,
                          const std::function<void(size_t, size_t)>& progress, int64_t last_row) {
-  ValueStore values(plan, inputs, keep, last_row);
+  ValueStore values(plan, inputs, keep, last_row, resident_);
   ExecResult result;
   const auto t_run = Clock::now();
   for (size_t i = 0; i < plan.steps.size(); ++i) {

@@ -74,6 +74,18 @@ class Executor {
   // address keys nothing else.
   const npu::PreparedDesign& prepared(const std::shared_ptr<const kernels::BuiltOp>& op);
 
+  // The bytes of a resident KV cache (a kv_append built with "cache_rows":
+  // R rows whatever T is) kept from one run to the next, so a decode step
+  // packs the T cached rows into a buffer whose rows >= `rows` are still
+  // zero instead of zero-filling all R rows, and hands it to the attention as
+  // a view. Keyed by the kv_append's value name ("L0.k_cache").
+  struct ResidentImage {
+    std::string layout;            // kv_dim and the tiles that fix the layout
+    std::vector<std::byte> bytes;  // empty while lent to a run
+    int64_t rows = 0;              // rows >= this are zero
+  };
+  std::map<std::string, ResidentImage>& resident_images() { return resident_; }
+
  private:
   npu::DeviceSpec spec_;
   const compiler::PackedWeights* weights_;
@@ -81,6 +93,7 @@ class Executor {
   std::map<const kernels::BuiltOp*,
            std::pair<std::shared_ptr<const kernels::BuiltOp>, std::shared_ptr<const npu::PreparedDesign>>>
       prepared_;
+  std::map<std::string, ResidentImage> resident_;
 };
 
 }  // namespace tessera::runtime
