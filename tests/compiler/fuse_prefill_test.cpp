@@ -16,10 +16,7 @@
 namespace tessera::compiler {
 namespace {
 
-DesignCache& cache() {
-  static DesignCache c(npu::DeviceSpec::preset("xdna2"));
-  return c;
-}
+using testing_util::cache;
 
 Plan prefill(const std::string& preset, std::set<std::string> disabled = {}) {
   PlanOptions o;

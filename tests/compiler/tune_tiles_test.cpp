@@ -18,7 +18,7 @@ namespace tessera::compiler {
 namespace {
 
 // Qwen2-style, 2 layers, 1024-token vocabulary: every linear kind, cheap probes.
-model::ModelConfig small() { return testing_util::small_vocab("qwen2.5-0.5b", 2); }
+model::ModelConfig qwen2_two_layers() { return testing_util::small_vocab("qwen2.5-0.5b", 2); }
 
 const std::vector<std::string> kPlain = {"place", "build", "buffers"};
 const std::vector<std::string> kTuned = {"place", "build", "tune-tiles", "buffers"};
@@ -26,7 +26,7 @@ const std::vector<std::string> kTuned = {"place", "build", "tune-tiles", "buffer
 // Lowers with `passes`; the stats line of tune-tiles (if it ran) into `stats`.
 Plan lower_passes(DesignCache& cache, int64_t S, int64_t P, const std::vector<std::string>& passes,
                   std::string* stats = nullptr, const std::string& bug = "") {
-  Plan p = plan_header(small(), S, P, cache, {});
+  Plan p = plan_header(qwen2_two_layers(), S, P, cache, {});
   run_passes(p, passes, cache, [&](const PassRecord& r, const Plan&) {
     if (stats && r.pass == "tune-tiles") *stats = r.changed;
   }, bug);

@@ -257,9 +257,9 @@ TEST(Bf16Reference, CascadePrefillDesignIsExactInItsFoldOrder) {
     const AttnSchedule own{p.bk, p.cps, true}, left{p.bk, p.cps, false};
     int64_t left_outside = 0;
     for (const double qs : {1.0, 128.0}) {
-      const std::vector<std::vector<float>> in = {values(static_cast<size_t>(c.S * 4 * 64), qs, 61),
-                                                  values(static_cast<size_t>((c.P + c.S) * 2 * 64), 1.0, 62),
-                                                  values(static_cast<size_t>((c.P + c.S) * 2 * 64), 1.0, 63)};
+      const std::vector<std::vector<float>> in = {gauss_values(static_cast<size_t>(c.S * 4 * 64), qs, 61),
+                                                  gauss_values(static_cast<size_t>((c.P + c.S) * 2 * 64), 1.0, 62),
+                                                  gauss_values(static_cast<size_t>((c.P + c.S) * 2 * 64), 1.0, 63)};
       const auto got = kernels::run_op(built, in, spec).outputs.at(0);
       EXPECT_EQ(outside(s, in, got, own), 0) << s.key() << " q scale " << qs;
       left_outside += outside(s, in, got, left);
