@@ -219,7 +219,7 @@ TEST_P(LinearOnDevice, OneYObjectIsExactOnRaggedShapes) {
   check_linear(70, 300, 200, spec, {{"k", 80}, {"y_depth", 1}});
   check_linear(300, 200, 1100, spec, {{"m", 16}, {"n", 32}, {"k", 96}, {"y_depth", 1}, {"panel", 1}});
   check_linear(45, 1000, 97, spec, {{"y_depth", 1}, {"panel", 0}});
-  check_linear(130, 2048, 130, spec, {{kRowMajorOutTile, 1}});  // the default: y_depth 1, k = 80
+  check_linear(130, 2048, 256, spec, {{kRowMajorOutTile, 1}, {"m", 32}, {"n", 32}});
 }
 
 TEST_P(LinearOnDevice, RowMajorLayoutRefusesWhatItCannotReadUnpadded) {

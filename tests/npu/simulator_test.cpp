@@ -405,7 +405,8 @@ TEST(Simulator, WaitsLetAShimReuseItsBds) {
   HostMemory host{{"in", iota_bytes(17 * 64)}};
   run(waited, host);
   EXPECT_EQ(host.at("out"), host.at("in"));
-  const auto plain = estimate_time(d, spec), with_wait = estimate_time(waited, spec);
+  const auto plain = estimate_time(d, spec, test_kernels());
+  const auto with_wait = estimate_time(waited, spec, test_kernels());
   EXPECT_DOUBLE_EQ(with_wait.launches[0].fill_drain_seconds, 2 * plain.launches[0].fill_drain_seconds);
   EXPECT_GT(with_wait.total_seconds, plain.total_seconds);
 }

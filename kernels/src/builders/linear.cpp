@@ -110,7 +110,7 @@ void add_cores(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec,
     for (int r = 0; r < p.R; ++r) {
       TileCoord t = core_tile(spec, c, r);
       std::string x = x_fifo(r), y = fmt::format("y{}_{}", c, r);
-      l.buffers.push_back({"acc", t, p.m * p.n * 4, -1});
+      l.buffers.push_back({"acc", t, p.m * p.n * 4, p.acc_address()});
       if (p.panel) {  // N blocks outer: each weight panel serves every M step
         l.cores.push_back(
             {t, {b::loop(at.nbl, {b::loop(steps, block_program(p, x, w_fifo(c), y))})}});

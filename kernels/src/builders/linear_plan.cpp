@@ -212,13 +212,20 @@ int LinearPlan::first_stream(int c) const {
   return c == 0 ? 0 : streams_col0 + (c - 1) * streams_per_column;
 }
 
+namespace {
+int64_t pool(int64_t bytes) { return round_up(bytes, kL1Align); }
+int64_t x_pool(const LinearPlan& p) { return pool(p.x_resident ? p.m * p.kb * p.k * 2 : 2 * p.m * p.k * 2); }
+int64_t w_pool(const LinearPlan& p) { return pool(2 * p.n * p.wk * p.k * 2); }
+}  // namespace
+
 int64_t LinearPlan::l1_bytes() const {
-  auto pool = [](int64_t bytes) { return round_up(bytes, kL1Align); };
-  int64_t x = pool(x_resident ? m * kb * k * 2 : 2 * m * k * 2);
-  int64_t w = pool(2 * n * wk * k * 2);
   int64_t acc = needs_acc(*this) ? pool(m * n * 4) : 0;
   int64_t y = pool((gemm ? y_depth : 2) * m * n * 2);
-  return x + w + acc + y;
+  return x_pool(*this) + w_pool(*this) + acc + y;
+}
+
+int64_t LinearPlan::acc_address() const {
+  return gemm && y_depth == 1 ? x_pool(*this) + w_pool(*this) : -1;
 }
 
 LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& spec,

@@ -92,6 +92,13 @@ struct LinearPlan {
   int64_t Kp() const { return kb * k; }
   int64_t Np() const { return gemm ? C * NB * n : streams() * NB * T * n; }
   int64_t l1_bytes() const;  // per tile, objects at their FIFO depths
+  // gemm: the fp32 accumulator's L1 address, or -1 to let the allocator place
+  // it. With one y object it sits right after the x and w pools: the
+  // allocator starts each block of a bank or more on a bank boundary when it
+  // can, which at k = 80 (x and w pools of 20 KiB) leaves no 16 KiB gap for
+  // it; fixed there, w packs against x (sharing one 8 KiB bank) and y takes
+  // the last bank.
+  int64_t acc_address() const;
 };
 
 // TileOptions keys: "gemm" (0|1), "m", "k", "n", "columns", "rows", "streams"
