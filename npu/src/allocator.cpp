@@ -161,11 +161,14 @@ LaunchLayout layout_launch(const Launch& launch, const DeviceSpec& spec) {
   add_link_pools(launch, out);
   std::map<std::pair<TileCoord, bool>, int> next;
   auto kind = [&](TileCoord t) { return spec.kind_of_row(t.row); };
-  std::map<TileCoord, int> shim_tasks;
-  for (const auto& task : launch.sequence)
+  // A shim holds a BD per task issued since the last wait (DmaTask::after_wait).
+  std::map<TileCoord, int> shim_tasks, in_flight;
+  for (const auto& task : launch.sequence) {
+    if (task.after_wait) in_flight.clear();
     if (const Fifo* f = find_fifo(launch, task.fifo))
       for (const auto& t : task.to_device ? std::vector<TileCoord>{f->producer} : f->consumers)
-        if (kind(t) == TileKind::shim) ++shim_tasks[t];
+        if (kind(t) == TileKind::shim) shim_tasks[t] = std::max(shim_tasks[t], ++in_flight[t]);
+  }
   for (const auto& f : launch.fifos) {
     if (shares_memory(f, spec)) {
       TileCoord home = shared_home(f);

@@ -87,9 +87,11 @@ void dump_launch(std::string& out, const Launch& l) {
     out += "    }\n";
   }
   out += "    sequence {\n";
-  for (const auto& t : l.sequence)
+  for (const auto& t : l.sequence) {
+    if (t.after_wait) out += "      wait\n";
     out += fmt::format("      dma {} {} {} {} {}\n", t.to_device ? "to_device" : "from_device", quote(t.fifo),
                        t.to_device ? "<-" : "->", quote(t.host_buffer), pattern_text(t.pattern));
+  }
   out += "    }\n  }\n";
 }
 

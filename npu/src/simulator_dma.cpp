@@ -130,11 +130,29 @@ bool written_by_device(const LaunchState& st, const std::string& name) {
   return false;
 }
 
-// Starts the next task when idle; a to_device task gathers its whole stream.
+size_t task_index(const LaunchState& st, const DmaTask& t) {
+  return static_cast<size_t>(&t - st.launch->sequence.data());
+}
+
+// Has every task before the last wait at or before task i completed?
+bool past_wait(LaunchState& st, size_t i) {
+  while (st.done_prefix < st.task_done.size() && st.task_done[st.done_prefix]) ++st.done_prefix;
+  return st.done_prefix >= st.wait_gate[i];
+}
+
+void finish_task(LaunchState& st, ShimQueue& q) {
+  st.task_done[task_index(st, *q.tasks[q.next])] = 1;
+  q.active = false;
+  ++q.next;
+}
+
+// Starts the next task when idle and past its wait; a to_device task gathers
+// its whole stream.
 bool shim_ready(LaunchState& st, ShimQueue& q, bool to_device) {
   if (q.active) return true;
   if (q.next >= q.tasks.size()) return false;
   const DmaTask& t = *q.tasks[q.next];
+  if (!past_wait(st, task_index(st, t))) return false;
   const HostBuffer& h = host_info(st, t.host_buffer);
   q.size = detail::stream_bytes(t.pattern, h.bytes, h.elem_bytes);
   q.pos = 0;
@@ -182,6 +200,10 @@ int64_t Pool::max_written() const { return *std::max_element(written.begin(), wr
 int64_t Pool::min_read() const { return *std::min_element(read.begin(), read.end()); }
 
 void build_connections(LaunchState& st) {
+  const auto& seq = st.launch->sequence;
+  st.wait_gate.assign(seq.size(), 0);
+  st.task_done.assign(seq.size(), 0);
+  for (size_t i = 0, gate = 0; i < seq.size(); ++i) st.wait_gate[i] = gate = seq[i].after_wait ? i : gate;
   for (const auto& f : st.launch->fifos) {
     if (shares_memory(f, *st.spec)) continue;
     Connection c;
@@ -268,14 +290,13 @@ bool run_connection(LaunchState& st, Connection& c) {
         const HostBuffer& h = host_info(st, t.host_buffer);
         scatter((*st.host)[h.name].data(), t.pattern, h.elem_bytes, h.bytes, q.staging.data());
         st.stats.ddr_write_bytes += q.size;
-        q.active = false;
-        ++q.next;
+        finish_task(st, q);
       }
     }
     if (c.shim_source) {
       ShimQueue& q = c.source_q;
       q.pos += c.chunk;
-      if (q.pos == q.size) q.active = false, ++q.next;
+      if (q.pos == q.size) finish_task(st, q);
     } else if (++c.repeat_sent == group * repeats) {
       st.pools[c.source.pool].read[c.source.cursor] += group;
       c.repeat_sent = 0;

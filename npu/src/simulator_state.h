@@ -180,6 +180,12 @@ struct LaunchState {
   const HostViews* views = nullptr;  // read-only host buffers (simulator.h)
   // What this launch could read before writing it, poisoned per run (simulator.cpp).
   std::vector<MemRange> poison;
+  // DmaTask::after_wait: per sequence task, the index of the last wait at or
+  // before it (0 if none); the task starts once every task before that is
+  // done. Tasks [0, done_prefix) are all done.
+  std::vector<size_t> wait_gate;
+  std::vector<char> task_done;
+  size_t done_prefix = 0;
 };
 
 // simulator_core.cpp

@@ -54,7 +54,10 @@ class LaunchModel {
     cost_compute(t);
     cost_channels(t);
     t.ddr_seconds = static_cast<double>(t.ddr_burst_bytes) / spec_.ddr_bytes_per_second;
-    t.fill_drain_seconds = fill_drain();
+    // Each wait (DmaTask::after_wait) empties the streams and refills them.
+    const auto waits = std::count_if(launch_.sequence.begin(), launch_.sequence.end(),
+                                     [](const DmaTask& d) { return d.after_wait; });
+    t.fill_drain_seconds = fill_drain() * static_cast<double>(1 + waits);
     std::pair<double, const char*> terms[] = {{t.compute_seconds, compute_kind_},
                                               {t.stream_seconds, "stream"},
                                               {t.dma_seconds, "dma"},

@@ -271,7 +271,7 @@ void check_resources(const Ctx& c) {
     if (n > limit)
       throw_error<DesignError>("{}: {} tile {} needs {} buffer descriptors (fifo depths{}), limit {}", c.at(),
                                tile_kind_name(c.kind(t)), to_string(t), n,
-                               c.kind(t) == TileKind::shim ? "; one per DmaTask" : "", limit);
+                               c.kind(t) == TileKind::shim ? "; one per DmaTask between waits" : "", limit);
   }
   // Each pool synchronises its producer and consumer with a lock pair.
   std::map<TileCoord, int> locks;

@@ -1,9 +1,11 @@
 // embedding builder: rows gathered bit-exactly through patched DMA offsets,
-// over several columns and launches, on both device presets; bad ids are
-// input errors; every preset's shape builds.
+// over several columns and rounds of one launch, on both device presets; bad
+// ids are input errors; every preset's shape builds.
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.h"
+#include "tessera/kernels/builders/builder_support.h"
+#include "tessera/npu/errors.h"
 #include "tessera/kernels/op_builder.h"
 #include "tessera/model/config.h"
 #include "tessera/npu/timing.h"
@@ -52,6 +54,37 @@ TEST_P(EmbeddingOnDevice, GathersExactRows) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, EmbeddingOnDevice, ::testing::Values("xdna2", "xdna1"));
+
+// Any prompt length in one launch: after each round of runs (one per column)
+// the sequence waits and the next round reuses the shim BDs (at 2048 tokens
+// that was 18 launches). Exact at 2048 and 8192 tokens.
+TEST(EmbeddingBuilder, LongPromptsTakeOneLaunchAndStayExact) {
+  auto spec = npu::DeviceSpec::preset("xdna2");
+  for (int64_t M : {2048, 8192}) {
+    EXPECT_EQ(op_builder("embedding").build(emb(M, 300, 64), spec).design.launches.size(), 1u);
+    check_gather(M, 300, 64, spec);
+  }
+}
+
+// The shim BD limit still holds: the same design with its waits dropped
+// needs a BD per task and is refused with a typed error naming the limit.
+TEST(EmbeddingBuilder, DroppedWaitsAreRefusedByTheBdLimit) {
+  auto spec = npu::DeviceSpec::preset("xdna2");
+  npu::Design planted = op_builder("embedding").build(emb(2048, 300, 64), spec).design;
+  int waits = 0;
+  for (auto& t : planted.launches.at(0).sequence) {
+    waits += t.after_wait ? 1 : 0;
+    t.after_wait = false;
+  }
+  EXPECT_EQ(waits, 17);  // 2048 tokens in rounds of 8 columns x 15 rows: 18 rounds
+  try {
+    validate_design(planted, spec);
+    FAIL() << "a shim with a BD per token must be refused";
+  } catch (const npu::DesignError& e) {
+    EXPECT_NE(std::string(e.what()).find("buffer descriptors"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("limit 16"), std::string::npos) << e.what();
+  }
+}
 
 TEST(EmbeddingBuilder, TimingDoesNotDependOnIds) {
   auto spec = npu::DeviceSpec::preset("xdna2-sourced");

@@ -201,6 +201,17 @@ TEST_P(LinearOnDevice, GemvRowMajorOutputIsExactWithRaggedN) {
                LimitError);
 }
 
+// One y object per tile (the longer K block it buys) on ragged shapes: K
+// padded to the block, several N blocks and M steps, with and without the
+// panel, with a row-major y; accumulation stays in k order, so the bound is
+// the same as for two y objects.
+TEST_P(LinearOnDevice, OneYObjectIsExactOnRaggedShapes) {
+  check_linear(70, 300, 200, spec, {{"k", 80}, {"y_depth", 1}});
+  check_linear(300, 200, 1100, spec, {{"m", 16}, {"n", 32}, {"k", 96}, {"y_depth", 1}, {"panel", 1}});
+  check_linear(45, 1000, 97, spec, {{"y_depth", 1}, {"panel", 0}});
+  check_linear(130, 2048, 256, spec, {{kRowMajorOutTile, 1}, {"m", 32}, {"n", 32}});
+}
+
 TEST_P(LinearOnDevice, RowMajorLayoutRefusesWhatItCannotReadUnpadded) {
   const TileOptions rm{{kRowMajorTile, 1}};
   EXPECT_THROW(op_builder("linear").build(linear_shape(70, 130, 200), spec, rm), LimitError);
@@ -296,6 +307,32 @@ TEST(LinearBuilder, LongKPanelStagesTwoKBlocksPerObject) {
   EXPECT_NE(panel.launches.at(0).bound, "ddr");
   EXPECT_LT(static_cast<double>(panel.ddr_bytes), 0.6 * static_cast<double>(stream.ddr_bytes));
   EXPECT_LT(panel.total_seconds, stream.total_seconds);
+}
+
+// The prefill default at 64 x 64 blocks: one y object frees the L1 for a K
+// block of 80 (26 calls per output block at K = 2048 instead of 32, each
+// paying the same per-loop overhead), predicted faster than two y objects at
+// k = 64. Two y objects at k = 80 overflow L1, and a depth outside 1..2 is
+// refused by name.
+TEST(LinearBuilder, OneYObjectBuysALongerKBlock) {
+  auto spec = npu::DeviceSpec::preset("xdna2");
+  for (auto [K, N] : {std::pair<int64_t, int64_t>{2048, 2048}, {2048, 8192}, {8192, 2048}}) {
+    SCOPED_TRACE(fmt::format("K={} N={}", K, N));
+    const OpShape s = linear_shape(2048, K, N);
+    BuiltOp one = op_builder("linear").build(s, spec);
+    BuiltOp two = op_builder("linear").build(s, spec, {{"y_depth", 2}});
+    EXPECT_EQ(one.tiles.at("y_depth"), 1);
+    EXPECT_EQ(one.tiles.at("k"), 80);
+    EXPECT_EQ(two.tiles.at("k"), 64);
+    EXPECT_EQ(one.tiles.at("n"), two.tiles.at("n"));
+    EXPECT_LT(npu::estimate_time(one.design, spec).total_seconds,
+              0.92 * npu::estimate_time(two.design, spec).total_seconds);
+    EXPECT_THROW(op_builder("linear").build(s, spec, {{"k", 80}, {"y_depth", 2}}), LimitError);
+  }
+  EXPECT_THROW(op_builder("linear").build(linear_shape(2048, 2048, 2048), spec, {{"y_depth", 3}}),
+               LimitError);
+  // A K that one block of 64 already covers keeps two y objects: no gain.
+  EXPECT_EQ(op_builder("linear").build(linear_shape(2048, 64, 2048), spec).tiles.at("y_depth"), 2);
 }
 
 // Decode weights stream over every shim MM2S channel but the one x takes.

@@ -346,6 +346,71 @@ TEST(Simulator, HostBufferOfWrongSizeIsRejected) {
   EXPECT_THROW(run(passthrough_design(), host), SimulationError);
 }
 
+// Two copies through mem tiles: "in" -> "mid" by column 0, then "mid" ->
+// "out" by column 1, whose read waits for the first copy (DmaTask::after_wait).
+Design waited_copy_design(bool wait) {
+  Design d;
+  d.name = "waited_copy";
+  d.host_buffers = {{"in", 1024, 2}, {"mid", 1024, 2}, {"out", 1024, 2}};
+  Launch l;
+  l.name = "main";
+  for (int c : {0, 1}) {
+    std::string a = "a" + std::to_string(c), b = "b" + std::to_string(c);
+    l.fifos.push_back(fifo(a, {c, 0}, {{c, 1}}, 128));
+    l.fifos.push_back(fifo(b, {c, 1}, {{c, 0}}, 128));
+    l.links.push_back({{c, 1}, {a}, {b}, {}});
+  }
+  l.sequence = {to_device("a0", "in"), from_device("b0", "mid"), to_device("a1", "mid"),
+                from_device("b1", "out")};
+  l.sequence[2].after_wait = wait;
+  d.launches = {l};
+  return d;
+}
+
+// The simulator holds a task after a wait until every earlier task is done:
+// the second copy reads what the first wrote. Without the wait it snapshots
+// "mid" while the first copy is still filling it (the check can fail).
+TEST(Simulator, TaskAfterAWaitSeesEveryEarlierTaskDone) {
+  HostMemory host{{"in", iota_bytes(512)}};
+  run(waited_copy_design(true), host);
+  EXPECT_EQ(host.at("out"), host.at("in"));
+  HostMemory racing{{"in", iota_bytes(512)}};
+  run(waited_copy_design(false), racing);
+  EXPECT_NE(racing.at("out"), racing.at("in"));
+}
+
+// A wait frees the shim BDs of the tasks before it: 18 tasks on one shim
+// are refused (16 BDs), the same tasks with a wait among them validate,
+// and the wait is charged one more pipeline drain and refill.
+TEST(Simulator, WaitsLetAShimReuseItsBds) {
+  const DeviceSpec spec = DeviceSpec::preset("xdna2-sourced");
+  Design d = passthrough_design(17, 128);
+  auto& seq = d.launches[0].sequence;
+  seq.clear();
+  for (int64_t i = 0; i < 16; ++i) seq.push_back(to_device("in_l2", "in", pattern({{64, 1}}, i * 64)));
+  seq.push_back(from_device("out_l2", "out"));
+  seq.insert(seq.begin() + 16, to_device("in_l2", "in", pattern({{64, 1}}, 16 * 64)));
+  try {
+    validate(d, spec, test_kernels());
+    FAIL() << "17 tasks on one shim without a wait must be refused";
+  } catch (const DesignError& e) {
+    EXPECT_NE(std::string(e.what()).find("shim tile (0,0) needs 18 buffer descriptors"), std::string::npos)
+        << e.what();
+  }
+  Design waited = d;
+  // Early enough that the objects before it fit the pools (else a deadlock).
+  waited.launches[0].sequence[4].after_wait = true;
+  EXPECT_NO_THROW(validate(waited, spec, test_kernels()));
+  EXPECT_NE(waited.dump().find("      wait\n"), std::string::npos);
+  HostMemory host{{"in", iota_bytes(17 * 64)}};
+  run(waited, host);
+  EXPECT_EQ(host.at("out"), host.at("in"));
+  const auto plain = estimate_time(d, spec, test_kernels());
+  const auto with_wait = estimate_time(waited, spec, test_kernels());
+  EXPECT_DOUBLE_EQ(with_wait.launches[0].fill_drain_seconds, 2 * plain.launches[0].fill_drain_seconds);
+  EXPECT_GT(with_wait.total_seconds, plain.total_seconds);
+}
+
 TEST(Simulator, IsDeterministic) {
   HostMemory a{{"in", iota_bytes(1024)}}, b{{"in", iota_bytes(1024)}};
   run(split_join_design({0, 256}), a);

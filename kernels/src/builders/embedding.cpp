@@ -10,8 +10,10 @@
 // table past resident ids through the embedding_gather kernel (the 256 MiB
 // table of llama-3.2-1b would take ~9 ms per token at 60 GB/s; the row copies
 // take microseconds). Tokens are dealt to the columns in runs of
-// (shim BDs - 1), one BD per row task plus one for the run's output; more
-// tokens than C runs take further launches.
+// (shim BDs - 1), one BD per row task plus one for the run's output; one
+// launch takes every token: after each round of C runs the sequence waits
+// (DmaTask::after_wait) so that the next round reuses the BDs, at the cost
+// of one pipeline drain and refill per wait.
 // A copy: values are bit-exact bf16 roundings of the table.
 #include <algorithm>
 #include <cmath>
@@ -43,18 +45,23 @@ npu::Design make_design(EmbeddingPlan& p, const npu::DeviceSpec& spec) {
   d.name = fmt::format("embedding_M{}_V{}_H{}", p.M, p.V, p.H);
   d.host_buffers = {{"ids", p.M * 4, 4}, {"table", p.V * p.H * 2, 2}, {"x", p.M * p.H * 2, 2}};
   const int64_t row_bytes = p.H * 2;
-  for (int64_t t0 = 0; t0 < p.M; t0 += p.C * p.run) {
-    npu::Launch l;
-    l.name = fmt::format("embedding_t{}", t0);
-    std::vector<int64_t> tokens;
-    for (int c = 0; c < p.C; ++c) {
+  npu::Launch l;
+  l.name = "embedding";
+  const int64_t used = std::min<int64_t>(p.C, (p.M + p.run - 1) / p.run);
+  for (int c = 0; c < used; ++c) {
+    std::string in = fmt::format("row{}", c), out = fmt::format("out{}", c);
+    npu::TileCoord mem{c, spec.shim_rows};
+    l.fifos.push_back(b::fifo(in, {c, 0}, {mem}, row_bytes, 2));
+    l.fifos.push_back(b::fifo(out, mem, {{c, 0}}, row_bytes, 2));
+    l.links.push_back({mem, {in}, {out}, {0}});
+  }
+  std::vector<int64_t> tokens;
+  for (int64_t t0 = 0; t0 < p.M; t0 += p.C * p.run) {  // a round: one run per column
+    const size_t round_start = l.sequence.size();
+    for (int c = 0; c < used; ++c) {
       int64_t first = t0 + c * p.run, n = std::min(p.run, p.M - first);
       if (n <= 0) break;
-      std::string in = fmt::format("row{}", c), out = fmt::format("out{}", c);
-      npu::TileCoord mem{c, spec.shim_rows};
-      l.fifos.push_back(b::fifo(in, {c, 0}, {mem}, row_bytes, 2));
-      l.fifos.push_back(b::fifo(out, mem, {{c, 0}}, row_bytes, 2));
-      l.links.push_back({mem, {in}, {out}, {0}});
+      const std::string in = fmt::format("row{}", c), out = fmt::format("out{}", c);
       for (int64_t t = first; t < first + n; ++t) {
         l.sequence.push_back(b::to_device(
             in, "table", span_pattern(0, p.H, p.V * p.H, 1, spec, "embedding table row")));
@@ -64,9 +71,10 @@ npu::Design make_design(EmbeddingPlan& p, const npu::DeviceSpec& spec) {
           out, "x", span_pattern(first * p.H, n * p.H, p.M * p.H, 1, spec, "embedding x rows")));
       tokens.push_back(-1);
     }
-    p.token_of_task.push_back(std::move(tokens));
-    d.launches.push_back(std::move(l));
+    if (t0 > 0) l.sequence[round_start].after_wait = true;  // the last round's BDs are free
   }
+  p.token_of_task.push_back(std::move(tokens));
+  d.launches.push_back(std::move(l));
   return d;
 }
 

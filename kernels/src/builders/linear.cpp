@@ -56,7 +56,7 @@ void add_fifos(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec,
     npu::Link yl{mem_tile(spec, c), {}, {y}, {}};
     for (int r = 0; r < p.R; ++r) {
       std::string yr = fmt::format("y{}_{}", c, r);
-      l.fifos.push_back(b::fifo(yr, core_tile(spec, c, r), {mem_tile(spec, c)}, yobj, 2));
+      l.fifos.push_back(b::fifo(yr, core_tile(spec, c, r), {mem_tile(spec, c)}, yobj, p.y_depth));
       yl.inputs.push_back(yr);
       yl.offsets_bytes.push_back(r * yobj);
     }
@@ -110,7 +110,7 @@ void add_cores(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec,
     for (int r = 0; r < p.R; ++r) {
       TileCoord t = core_tile(spec, c, r);
       std::string x = x_fifo(r), y = fmt::format("y{}_{}", c, r);
-      l.buffers.push_back({"acc", t, p.m * p.n * 4, -1});
+      l.buffers.push_back({"acc", t, p.m * p.n * 4, p.acc_address()});
       if (p.panel) {  // N blocks outer: each weight panel serves every M step
         l.cores.push_back(
             {t, {b::loop(at.nbl, {b::loop(steps, block_program(p, x, w_fifo(c), y))})}});
@@ -173,8 +173,8 @@ void add_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& sp
 npu::Design make_design(const LinearPlan& p, const npu::DeviceSpec& spec) {
   if (!p.gemm) return make_gemv_design(p, spec);
   npu::Design d;
-  d.name = fmt::format("linear_M{}_K{}_N{}_gemm_{}x{}x{}{}", p.M, p.K, p.N, p.m, p.k, p.n,
-                       p.panel ? "_l2panel" : "");
+  d.name = fmt::format("linear_M{}_K{}_N{}_gemm_{}x{}x{}{}{}", p.M, p.K, p.N, p.m, p.k, p.n,
+                       p.panel ? "_l2panel" : "", p.y_depth == 1 ? "_y1" : "");
   if (p.rowmajor) {
     d.name += "_rowmajor";
     d.host_buffers.push_back({"x_rows", p.M * p.K * 2, 2});
@@ -319,7 +319,7 @@ BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec, const Ti
   const int64_t M = shape.dim("M"), K = shape.dim("K"), N = shape.dim("N");
   check_tile_keys(shape.key(), tiles,
                   {"gemm", "m", "k", "n", "columns", "rows", "streams", "x_resident", "panel",
-                   "wk", kRowMajorTile, kRowMajorOutTile});
+                   "wk", "y_depth", kRowMajorTile, kRowMajorOutTile});
   LinearPlan p = plan_linear(M, K, N, spec, tiles);
   BuiltOp out;
   out.shape = shape;
@@ -329,7 +329,10 @@ BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec, const Ti
   out.outputs = {{"y", {M, N}}};
   out.tiles = {{"gemm", p.gemm ? 1 : 0}, {"m", p.m}, {"k", p.k}, {"n", p.n},
                {"columns", p.C}, {"rows", p.R}};
-  if (p.gemm) out.tiles["panel"] = p.panel ? 1 : 0;
+  if (p.gemm) {
+    out.tiles["panel"] = p.panel ? 1 : 0;
+    out.tiles["y_depth"] = p.y_depth;
+  }
   if (p.wk > 1) out.tiles["wk"] = p.wk;
   if (p.rowmajor) out.tiles[kRowMajorTile] = 1;
   if (p.rowmajor_y) out.tiles[kRowMajorOutTile] = 1;

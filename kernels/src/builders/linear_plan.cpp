@@ -29,6 +29,9 @@ int64_t opt(const TileOptions& t, const char* key, int64_t fallback) {
 // K blocks are multiples of the 8-wide bf16 MAC granule; long K in multiples
 // of 64 so that every shim run factorises into BD dims.
 int64_t k_quantum(int64_t K) { return K >= 64 ? 64 : 8; }
+// With one y object the K block grows past 64 in steps of 16 bf16 (32-byte
+// rows, the L1 allocator's alignment), e.g. 80 at 64 x 64.
+constexpr int64_t kYOneQuantum = 16;
 
 bool needs_acc(const LinearPlan& p) { return !(p.m == 1 && p.kb == 1); }
 
@@ -48,6 +51,15 @@ int64_t max_n(LinearPlan p, int64_t budget, int64_t gran) {
   for (p.n = n; p.n > 0 && p.l1_bytes() > budget; p.n -= gran) {
   }
   return p.n;
+}
+
+// The longest K block (a multiple of q, 0 if none) that fits L1 with x
+// double-buffered.
+int64_t longest_k(LinearPlan c, int64_t q, int64_t budget) {
+  c.kb = 2;
+  int64_t kmax = 0;
+  for (c.k = q; c.k <= round_up(c.K, q) && c.l1_bytes() <= budget; c.k += q) kmax = c.k;
+  return kmax;
 }
 
 // Weight streams per column and tiles per stream: every shim MM2S channel
@@ -123,26 +135,16 @@ bool panel_fits(const LinearPlan& p, const npu::DeviceSpec& spec) {
          slots + 2 + 2 * int64_t{p.R} + 2 <= spec.mem.buffer_descriptors;
 }
 
-void plan_gemm(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::DeviceSpec& spec) {
-  p.m = opt(t, "m", std::min(kGemmEdge, round_up(ceil_div(p.M, p.R), 4)));
-  // A row-major y re-reads whole rows instead of padding: one step of R * m
-  // rows must fit M (m does not change the W layout).
-  if ((p.rowmajor || p.rowmajor_y) && !t.count("m") && p.R * p.m > p.M)
-    p.m = std::max<int64_t>(4, p.M / p.R / 4 * 4);
-  p.n = opt(t, "n", std::min(kGemmEdge, round_up(ceil_div(p.N, p.C), 4)));
-  const int64_t q = k_quantum(p.K);
-  if (t.count("k")) {
-    p.k = t.at("k");
-    p.kb = ceil_div(p.K, p.k);
-  } else {
-    LinearPlan c = p;
-    c.kb = 2;  // x double-buffered
-    int64_t kmax = 0;
-    for (c.k = q; c.k <= round_up(p.K, q) && c.l1_bytes() <= budget; c.k += q) kmax = c.k;
-    if (kmax < q) no_fit(p, spec, "no K block of the 8-wide granule fits");
-    p.kb = ceil_div(p.K, kmax);
-    p.k = round_up(ceil_div(p.K, p.kb), q);
-  }
+// The K block: the longest multiple of q that fits L1, spread evenly over K.
+void choose_k(LinearPlan& p, int64_t q, int64_t budget, const npu::DeviceSpec& spec) {
+  const int64_t kmax = longest_k(p, q, budget);
+  if (kmax < q) no_fit(p, spec, "no K block of the 8-wide granule fits");
+  p.kb = ceil_div(p.K, kmax);
+  p.k = round_up(ceil_div(p.K, p.kb), q);
+}
+
+// With the K block and the y depth chosen: the weight panel, wk, N blocks.
+void finish_gemm(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::DeviceSpec& spec) {
   p.S = ceil_div(p.M, int64_t{p.R} * p.m);
   p.wk = opt(t, "wk", 1);
   if (p.wk < 1 || (p.wk > 1 && t.count("panel") && t.at("panel") == 0))
@@ -166,6 +168,42 @@ void plan_gemm(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::D
     no_fit(p, spec, "the K panel of a weight block overflows the mem tile's memory or BDs");
 }
 
+void plan_gemm(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::DeviceSpec& spec) {
+  p.m = opt(t, "m", std::min(kGemmEdge, round_up(ceil_div(p.M, p.R), 4)));
+  // A row-major y re-reads whole rows instead of padding: one step of R * m
+  // rows must fit M (m does not change the W layout).
+  if ((p.rowmajor || p.rowmajor_y) && !t.count("m") && p.R * p.m > p.M)
+    p.m = std::max<int64_t>(4, p.M / p.R / 4 * 4);
+  p.n = opt(t, "n", std::min(kGemmEdge, round_up(ceil_div(p.N, p.C), 4)));
+  p.y_depth = static_cast<int>(opt(t, "y_depth", 2));
+  if (p.y_depth < 1 || p.y_depth > 2) no_fit(p, spec, "y_depth (y objects per tile) is 1 or 2");
+  const int64_t q = k_quantum(p.K), q1 = std::min(q, kYOneQuantum);
+  if (t.count("k")) {
+    p.k = t.at("k");
+    p.kb = ceil_div(p.K, p.k);
+    // A given k (the layout policy's) takes one y object when two do not fit.
+    LinearPlan c = p;
+    c.x_resident = c.kb == 1;
+    if (!t.count("y_depth") && c.l1_bytes() > budget) p.y_depth = 1;
+    return finish_gemm(p, t, budget, spec);
+  }
+  LinearPlan one = p;
+  choose_k(p, p.y_depth == 1 ? q1 : q, budget, spec);
+  finish_gemm(p, t, budget, spec);
+  if (t.count("y_depth") || p.rowmajor) return;
+  // One y object when it buys fewer K blocks without narrowing the weight
+  // block (a long-K panel of two K blocks per object shrinks n to fit L1)
+  // and hides its drain (LinearPlan::y_depth).
+  one.y_depth = 1;
+  try {
+    choose_k(one, q1, budget, spec);
+    finish_gemm(one, t, budget, spec);
+  } catch (const LimitError&) {
+    return;  // a forced panel that only two y objects' K block fits
+  }
+  if (one.kb < p.kb && one.n == p.n && one.Kp() >= std::min(p.m, p.n)) p = one;
+}
+
 }  // namespace
 
 int LinearPlan::streams_in(int c) const { return c == 0 ? streams_col0 : streams_per_column; }
@@ -174,13 +212,20 @@ int LinearPlan::first_stream(int c) const {
   return c == 0 ? 0 : streams_col0 + (c - 1) * streams_per_column;
 }
 
+namespace {
+int64_t pool(int64_t bytes) { return round_up(bytes, kL1Align); }
+int64_t x_pool(const LinearPlan& p) { return pool(p.x_resident ? p.m * p.kb * p.k * 2 : 2 * p.m * p.k * 2); }
+int64_t w_pool(const LinearPlan& p) { return pool(2 * p.n * p.wk * p.k * 2); }
+}  // namespace
+
 int64_t LinearPlan::l1_bytes() const {
-  auto pool = [](int64_t bytes) { return round_up(bytes, kL1Align); };
-  int64_t x = pool(x_resident ? m * kb * k * 2 : 2 * m * k * 2);
-  int64_t w = pool(2 * n * wk * k * 2);
   int64_t acc = needs_acc(*this) ? pool(m * n * 4) : 0;
-  int64_t y = pool(2 * m * n * 2);
-  return x + w + acc + y;
+  int64_t y = pool((gemm ? y_depth : 2) * m * n * 2);
+  return x_pool(*this) + w_pool(*this) + acc + y;
+}
+
+int64_t LinearPlan::acc_address() const {
+  return gemm && y_depth == 1 ? x_pool(*this) + w_pool(*this) : -1;
 }
 
 LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& spec,
@@ -285,10 +330,17 @@ std::vector<TileOptions> linear_tile_candidates(int64_t M, int64_t K, int64_t N,
   }
   for (int panel : {1, 0})
     for (int64_t m : {32, 48, 64})
-      for (int64_t n : {32, 48, 64})
+      for (int64_t n : {32, 48, 64}) {
         for (int64_t kb : {1, 2, 4, 8, 16, 32, 64, 128})
           if (kb == 1 || k_for(kb) != k_for(kb / 2))
-            out.push_back({{"gemm", 1}, {"panel", panel}, {"m", m}, {"n", n}, {"k", k_for(kb)}});
+            out.push_back({{"gemm", 1}, {"panel", panel}, {"m", m}, {"n", n}, {"k", k_for(kb)},
+                           {"y_depth", 2}});
+        // One y object: the K blocks past 64 that only it lets fit.
+        for (int64_t k : {80, 96, 112, 128, 160})
+          if (k < round_up(K, kYOneQuantum))
+            out.push_back({{"gemm", 1}, {"panel", panel}, {"m", m}, {"n", n}, {"k", k},
+                           {"y_depth", 1}});
+      }
   return out;
 }
 

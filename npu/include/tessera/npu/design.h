@@ -127,6 +127,12 @@ struct DmaTask {
   std::string host_buffer;
   AccessPattern pattern;
   bool to_device = true;
+  // A dma_wait before this task in the runtime sequence: it and every later
+  // task are issued only after every earlier task has completed, so the shim
+  // BDs those held are free again (the validator counts a shim's BDs per run
+  // of tasks between waits; the timing model charges a pipeline drain and
+  // refill per wait).
+  bool after_wait = false;
 };
 
 struct Launch {

@@ -18,7 +18,8 @@
 //   ddr        bytes through all shims, each run rounded up to whole shim
 //              bursts, / ddr_bytes_per_second
 //   fill_drain the first object's trip from a shim to its first kernel plus the
-//              last output object's trip back (per-hop object time)
+//              last output object's trip back (per-hop object time), once
+//              more per wait in the sequence (DmaTask::after_wait)
 // Per dispatch: dispatch_overhead + sum of launches. The bound of a launch is
 // its largest term; of a dispatch, the term that contributed most time
 // ("overhead" when dispatch + reconfiguration cost dominates).

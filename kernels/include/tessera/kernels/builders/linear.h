@@ -64,6 +64,13 @@ struct LinearPlan {
   // per object and the core calls gemm wk times on it (b_off), with n shrunk
   // until the object fits L1 double-buffered.
   int64_t wk = 1;
+  // gemm: y objects per tile (TileOptions "y_depth", 1 or 2). One y object
+  // frees the 8 KiB of a second for a longer K block (k = 80 instead of 64
+  // at 64 x 64: fewer calls, each with the same fixed per-loop overhead).
+  // It costs no stall when the tile's K loop per output block carries at
+  // least as many bytes per input port as one y object (Kp >= min(m, n)):
+  // the previous y has drained before the next block finishes its K loop.
+  int y_depth = 2;
   // kRowMajorTile (gemm; gemv: see check_gemv_rows): x and y in one row-major buffer each, the
   // blocks cut by the shim tasks (linear_rowmajor.cpp); M steps past the
   // end re-read the last R * m rows and write them back unchanged.
@@ -85,11 +92,19 @@ struct LinearPlan {
   int64_t Kp() const { return kb * k; }
   int64_t Np() const { return gemm ? C * NB * n : streams() * NB * T * n; }
   int64_t l1_bytes() const;  // per tile, objects at their FIFO depths
+  // gemm: the fp32 accumulator's L1 address, or -1 to let the allocator place
+  // it. With one y object it sits right after the x and w pools: the
+  // allocator starts each block of a bank or more on a bank boundary when it
+  // can, which at k = 80 (x and w pools of 20 KiB) leaves no 16 KiB gap for
+  // it; fixed there, w packs against x (sharing one 8 KiB bank) and y takes
+  // the last bank.
+  int64_t acc_address() const;
 };
 
 // TileOptions keys: "gemm" (0|1), "m", "k", "n", "columns", "rows", "streams"
 // (gemv weight streams per column), "x_resident" (gemv, 0|1), "panel" (gemm,
-// 0|1; off by default with "rowmajor"), kRowMajorTile (0|1), kRowMajorOutTile
+// 0|1; off by default with "rowmajor"), "y_depth" (gemm, 1|2; by default 1
+// when it buys a longer K block, else 2), kRowMajorTile (0|1), kRowMajorOutTile
 // (0|1). Throws
 // LimitError naming the op, the shape and the limit when nothing fits.
 LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& spec,
@@ -99,7 +114,8 @@ BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec,
                      const TileOptions& tiles = {});
 
 // The options the tile search times (OpBuilder::tile_candidates): gemv over
-// streams, x residency, K split and n; gemm over m, n and the K block.
+// streams, x residency, K split and n; gemm over m, n, the K block and the
+// y depth.
 std::vector<TileOptions> linear_tile_candidates(int64_t M, int64_t K, int64_t N,
                                                const npu::DeviceSpec& spec);
 
