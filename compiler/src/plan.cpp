@@ -123,8 +123,18 @@ kernels::TileOptions layout_tiles(const kernels::OpShape& shape, const npu::Devi
   // array; k is the largest K block that fits L1 next to a 64-row x block, so
   // it also fits every smaller M block: one W layout serves every prefill M.
   const int64_t kLayoutM = 2048;
-  const kernels::LinearPlan p = kernels::plan_linear(kLayoutM, shape.dim("K"), shape.dim("N"),
-                                                     spec, {{"gemm", 1}});
+  const int64_t K = shape.dim("K");
+  kernels::LinearPlan p = kernels::plan_linear(kLayoutM, K, shape.dim("N"), spec, {{"gemm", 1}});
+  // Whole K blocks where the array allows them: a row-wise producer (rmsnorm,
+  // silu_mul) can write only whole blocks of the GEMM's x (kGemmX*), and a
+  // padded last block would need its pad columns zeroed in a reused arena
+  // buffer. The one-y-object K block of 80 pads K = 2048 to 2080, and fusing
+  // the norms into their GEMMs saves more than its larger block does.
+  if (K % p.k != 0) {
+    const kernels::LinearPlan whole =
+        kernels::plan_linear(kLayoutM, K, shape.dim("N"), spec, {{"gemm", 1}, {"y_depth", 2}});
+    if (K % whole.k == 0) p = whole;
+  }
   return {{"gemm", 1}, {"k", p.k}, {"n", p.n}};
 }
 

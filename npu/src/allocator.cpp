@@ -54,8 +54,8 @@ int64_t first_fit(const std::vector<MemoryBlock>& blocks, int64_t bytes, int64_t
       why, m.capacity, m.map());
 }
 
-void place_tile(TileMemory& m, std::vector<Request>& reqs, LaunchLayout& out, const TileCoord& tile) {
-  int64_t bank = m.kind == TileKind::compute ? m.capacity / kComputeBanks : 0;
+void place_tile_with(TileMemory& m, std::vector<Request>& reqs, LaunchLayout& out, const TileCoord& tile,
+                     int64_t bank) {
   auto record = [&](const Request& r, int64_t at) {
     m.blocks.push_back({r.name, at, r.bytes});
     std::sort(m.blocks.begin(), m.blocks.end(),
@@ -77,6 +77,19 @@ void place_tile(TileMemory& m, std::vector<Request>& reqs, LaunchLayout& out, co
     int64_t at = first_fit(m.blocks, r.bytes, m.capacity, bank);
     if (at < 0) overflow(m, r, "no free gap large enough");
     record(r, at);
+  }
+}
+
+// Bank alignment is a preference: when its gaps leave a block nowhere to go,
+// the tile is placed again packed (first fit only), so a design whose buffers
+// fit the memory is never refused for the alignment's fragmentation.
+void place_tile(TileMemory& m, std::vector<Request>& reqs, LaunchLayout& out, const TileCoord& tile) {
+  const TileMemory before = m;
+  try {
+    place_tile_with(m, reqs, out, tile, m.kind == TileKind::compute ? m.capacity / kComputeBanks : 0);
+  } catch (const DesignError&) {
+    m = before;
+    place_tile_with(m, reqs, out, tile, 0);
   }
 }
 

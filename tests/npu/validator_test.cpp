@@ -198,6 +198,28 @@ TEST(Allocator, PlacesFixedBuffersAndBankAlignsLargeOnes) {
   EXPECT_EQ(lay.bds.at({0, 0}), 2);                    // one per DmaTask
 }
 
+// Bank alignment leaves 7 KiB gaps between four 9000-byte blocks, so a fifth
+// of 14000 bytes has no aligned or unaligned gap although the five fit 64 KiB
+// packed: the allocator must fall back to packing, and still refuse what does
+// not fit packed either.
+TEST(Allocator, BankAlignmentNeverRefusesWhatFitsPacked) {
+  Design d = passthrough_design(2, 256);
+  for (const char* n : {"a", "b", "c", "d"}) L(d).buffers.push_back({n, {0, 2}, 9000, -1});
+  L(d).buffers.push_back({"e", {0, 2}, 14000, -1});
+  const LaunchLayout lay = layout_launch(L(d), xdna2());
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (const auto& b : lay.memory.at({0, 2}).blocks) spans.emplace_back(b.address, b.address + b.bytes);
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 0; i < spans.size(); ++i) {
+    EXPECT_LE(spans[i].second, 65536);
+    if (i > 0) {
+      EXPECT_LE(spans[i - 1].second, spans[i].first) << "blocks overlap";
+    }
+  }
+  L(d).buffers.push_back({"f", {0, 2}, 15000, -1});
+  EXPECT_THROW(layout_launch(L(d), xdna2()), DesignError);
+}
+
 TEST(Allocator, SharedMemoryRules) {
   const DeviceSpec& s = xdna2();
   EXPECT_TRUE(shares_memory(fifo("f", {1, 2}, {{1, 3}}, 64), s));
