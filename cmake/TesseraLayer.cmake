@@ -30,11 +30,20 @@ endif()
 # unique per executable (shared ones live in tests/<layer>/*_util.h).
 option(TESSERA_UNITY_TESTS "Compile each test executable in unity batches" ON)
 
+# The same for a layer's own sources when its CMakeLists opts in (UNITY): each
+# library file parses the standard library, fmt and json again for itself, so
+# batches cut what a clean build costs on 2 cores, twice in CI (release and
+# sanitizer builds). A layer opts in once its file-local helpers are unique
+# within the layer (a collision is a compile error, so it cannot go unseen).
+# Editing one file then recompiles its batch: turn this off for quick
+# iteration on one layer.
+option(TESSERA_UNITY_LIBS "Compile the opted-in layers' libraries in unity batches" ON)
+
 # The sanitizer run skips the `slow` label; it need not build those executables.
 option(TESSERA_SLOW_TESTS "Build the *_slow_test.cpp executables (label slow)" ON)
 
 function(tessera_layer name)
-  cmake_parse_arguments(L "" "" "DEPS;PRIVATE_DEPS;TEST_DEPS" ${ARGN})
+  cmake_parse_arguments(L "UNITY" "" "DEPS;PRIVATE_DEPS;TEST_DEPS" ${ARGN})
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/*.cpp)
   if(srcs)
     add_library(tessera_${name} STATIC ${srcs})
@@ -42,6 +51,9 @@ function(tessera_layer name)
       PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
     target_link_libraries(tessera_${name} PUBLIC ${L_DEPS} PRIVATE ${L_PRIVATE_DEPS})
     tessera_warnings(tessera_${name})
+    if(L_UNITY AND TESSERA_UNITY_LIBS)
+      set_target_properties(tessera_${name} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+    endif()
   else()  # header-only so far
     add_library(tessera_${name} INTERFACE)
     target_include_directories(tessera_${name} INTERFACE ${CMAKE_CURRENT_SOURCE_DIR}/include)

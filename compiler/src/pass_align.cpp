@@ -31,11 +31,7 @@ namespace {
 using kernels::kRowMajorOutTile;
 using kernels::kRowMajorTile;
 
-std::string whole(const ValueRef& r) {
-  ValueRef w = r;
-  w.last_row = false;
-  return w.str();
-}
+using detail::whole;
 
 bool has(const Launch& l, const char* key) {
   auto it = l.tiles.find(key);

@@ -33,11 +33,7 @@ namespace tessera::compiler {
 
 namespace {
 
-std::string whole(const ValueRef& r) {
-  ValueRef w = r;
-  w.last_row = false;
-  return w.str();
-}
+using detail::whole;
 
 // Rows the attention's tiles stream at T (their blocks end past T when T does
 // not divide evenly), under the tile options it is built with.

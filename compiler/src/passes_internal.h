@@ -17,4 +17,12 @@ std::string build_launches(Plan& plan, DesignCache& cache);
 // step times do not show.
 double fused_seconds(const Plan& plan, DesignCache& cache);
 
+// The name of a value whole: a last-row view (ValueRef::last_row) names the
+// value it is cut from.
+inline std::string whole(const ValueRef& r) {
+  ValueRef w = r;
+  w.last_row = false;
+  return w.str();
+}
+
 }  // namespace tessera::compiler::detail

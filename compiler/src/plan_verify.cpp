@@ -5,17 +5,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "passes_internal.h"
 #include "tessera/compiler/passes.h"
 
 namespace tessera::compiler {
 
 namespace {
 
-std::string whole(const ValueRef& r) {
-  ValueRef w = r;
-  w.last_row = false;
-  return w.str();
-}
+using detail::whole;
 
 std::string check_order(const Plan& p) {
   std::vector<int> seen(p.graph.nodes.size(), 0);
