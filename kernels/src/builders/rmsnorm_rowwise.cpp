@@ -187,6 +187,9 @@ npu::Design make_rowmajor_design(const RowwiseSpec& s, const RowwisePlan& p,
   if (s.gemm_x.on()) d.name += fmt::format("_gemmx{}x{}", s.gemm_x.m, s.gemm_x.k);
   if (s.const_elems) d.host_buffers.push_back({"w", s.const_elems * 2, 2});
   for (int i = 0; i < s.P; ++i) d.host_buffers.push_back({rowmajor_in(i), s.numel * 2, 2});
+  // The f32 side table (rope's cos / sin) is host-made: blocked as ever.
+  for (int c = 0; s.side_cols && c < p.C; ++c)
+    d.host_buffers.push_back({fmt::format("t_c{}", c), p.S * 2 * p.m * s.side_cols * 4, 4});
   if (!s.gemm_x.on()) d.host_buffers.push_back({"y_rows", s.numel * 2, 2});
   for (int r = 0; r < gemm_x_buffers(s.gemm_x); ++r)
     d.host_buffers.push_back({gemm_x_buffer(r), s.gemm_x.buffer_elems() * 2, 2});
@@ -348,7 +351,11 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
         auto* t = reinterpret_cast<float*>(host_bytes(*d, fmt::format("t_c{}", c), host).data());
         for (int64_t st = 0; st < pl.S; ++st)
           for (int64_t i = 0; i < pl.m; ++i) {
-            int64_t row = (c * pl.S + st) * pl.m + i;
+            // Row-major steps past the end re-read the last whole block
+            // (rowwise.h): their table rows follow it.
+            int64_t row = (c * pl.S + st) * pl.m;
+            if (rs.rowmajor) row = std::min(row, rs.rows - pl.m);
+            row += i;
             if (row >= rs.rows) continue;
             float* dst = t + ((st * 2 + role.index) * pl.m + i) * half;
             std::copy_n(v.data() + row * half, half, dst);
