@@ -123,9 +123,17 @@ kernels::TileOptions layout_tiles(const kernels::OpShape& shape, const npu::Devi
   // array; k is the largest K block that fits L1 next to a 64-row x block, so
   // it also fits every smaller M block: one W layout serves every prefill M.
   const int64_t kLayoutM = 2048;
-  const kernels::LinearPlan p = kernels::plan_linear(kLayoutM, shape.dim("K"), shape.dim("N"),
-                                                     spec, {{"gemm", 1}});
-  return {{"gemm", 1}, {"k", p.k}, {"n", p.n}};
+  const int64_t K = shape.dim("K");
+  const kernels::LinearPlan p = kernels::plan_linear(kLayoutM, K, shape.dim("N"), spec, {{"gemm", 1}});
+  // Whole K blocks where one of at least half the builder's K block divides
+  // K: a row-wise producer (rmsnorm, silu_mul) can then write the gemm's
+  // blocked x (rowwise.h GemmXLayout cuts K in whole blocks) and join its
+  // dispatch, and W carries no K padding. The gemm streams a few more, shorter
+  // K blocks; align-layouts then weighs the fusion against that.
+  int64_t k = p.k;
+  for (int64_t d = p.k / 8 * 8; K % k != 0 && d >= p.k / 2; d -= 8)
+    if (K % d == 0) k = d;
+  return {{"gemm", 1}, {"k", k}, {"n", p.n}};
 }
 
 // ---------------------------------------------------------------- steps, plans
