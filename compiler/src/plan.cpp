@@ -124,16 +124,18 @@ kernels::TileOptions layout_tiles(const kernels::OpShape& shape, const npu::Devi
   // it also fits every smaller M block: one W layout serves every prefill M.
   const int64_t kLayoutM = 2048;
   const int64_t K = shape.dim("K");
-  const kernels::LinearPlan p = kernels::plan_linear(kLayoutM, K, shape.dim("N"), spec, {{"gemm", 1}});
-  // Whole K blocks where one of at least half the builder's K block divides
-  // K: a row-wise producer (rmsnorm, silu_mul) can then write the gemm's
-  // blocked x (rowwise.h GemmXLayout cuts K in whole blocks) and join its
-  // dispatch, and W carries no K padding. The gemm streams a few more, shorter
-  // K blocks; align-layouts then weighs the fusion against that.
-  int64_t k = p.k;
-  for (int64_t d = p.k / 8 * 8; K % k != 0 && d >= p.k / 2; d -= 8)
-    if (K % d == 0) k = d;
-  return {{"gemm", 1}, {"k", k}, {"n", p.n}};
+  kernels::LinearPlan p = kernels::plan_linear(kLayoutM, K, shape.dim("N"), spec, {{"gemm", 1}});
+  // Whole K blocks where the array allows them: a row-wise producer (rmsnorm,
+  // silu_mul) can write only whole blocks of the GEMM's x (kGemmX*), and a
+  // padded last block would need its pad columns zeroed in a reused arena
+  // buffer. The one-y-object K block of 80 pads K = 2048 to 2080, and fusing
+  // the norms into their GEMMs saves more than its larger block does.
+  if (K % p.k != 0) {
+    const kernels::LinearPlan whole =
+        kernels::plan_linear(kLayoutM, K, shape.dim("N"), spec, {{"gemm", 1}, {"y_depth", 2}});
+    if (K % whole.k == 0) p = whole;
+  }
+  return {{"gemm", 1}, {"k", p.k}, {"n", p.n}};
 }
 
 // ---------------------------------------------------------------- steps, plans
