@@ -75,9 +75,13 @@ TEST(FusePrefill, LlamaLayerIsThreeDispatches) {
   EXPECT_EQ(step_of(p, "L0.attn_norm"), step_of(p, "L0.k_rot"));
   EXPECT_EQ(step_of(p, "L0.o"), step_of(p, "L0.h_out"));
   for (const Launch& l : step_of(p, "L0.attn_norm")->launches)
-    if (l.shape.op == "rope") EXPECT_TRUE(l.tiles.count(kernels::kRowMajorTile)) << l.name;
+    if (l.shape.op == "rope") {
+      EXPECT_TRUE(l.tiles.count(kernels::kRowMajorTile)) << l.name;
+    }
   for (const Launch& l : step_of(p, "L0.o")->launches)
-    if (l.shape.op == "silu_mul") EXPECT_TRUE(l.tiles.count(kernels::kGemmXM)) << l.name;
+    if (l.shape.op == "silu_mul") {
+      EXPECT_TRUE(l.tiles.count(kernels::kGemmXM)) << l.name;
+    }
   const Plan off = prefill("llama-3.2-1b", {"align-layouts"});
   EXPECT_GT(off.dispatches_per_layer(), 3);
   EXPECT_LT(p.predicted_seconds(), off.predicted_seconds());

@@ -102,13 +102,15 @@ TEST_P(GemmXLayoutTest, SiluMulFlatRowsWriteTheGemmsPackedX) {
 
 // Unless given m, the producer takes the largest block whose objects tile the
 // gemm's row groups (a task moves whole objects): silu_mul's L1-filling block
-// of flat 512-element rows (10 on xdna2) cuts the groups of 16 x 3584 here,
-// and given that block (planted) the layout is refused.
+// of flat 512-element rows (7 rows x 4 tiles on xdna2) cuts the groups of
+// 8 x 2560 here, and given that block (planted) the layout is refused.
 TEST_P(GemmXLayoutTest, DefaultBlockTilesTheGemmsRowGroups) {
-  const int64_t M = 128, N = 3584;
+  const int64_t M = 40, N = 2560;
   const OpShape act{"silu_mul", {{"M", M}, {"N", N}}, {}};
+  TileOptions eight = kGemmTiles;
+  eight["m"] = 8;  // every one of the gemm's 4 x buffers holds rows (M >= 4 x 8)
   const BuiltOp gemm = op_builder("linear").build({"linear", {{"M", M}, {"K", N}, {"N", 128}}, {}},
-                                                  spec, kGemmTiles);
+                                                  spec, eight);
   TileOptions x = gemm_x_of(gemm);
   x.erase("m");
   const BuiltOp plain_op = op_builder("silu_mul").build(act, spec, {{kRowMajorTile, 1}});
@@ -122,7 +124,9 @@ TEST_P(GemmXLayoutTest, DefaultBlockTilesTheGemmsRowGroups) {
   EXPECT_EQ(blocked.y, plain.y);
   EXPECT_EQ(differing_bytes(blocked, gemm), 0);
   const int64_t filling = plain_op.tiles.at("m");
-  if (spec.name == "xdna2") ASSERT_NE(group % object(plain_op, filling), 0) << "shape exercises nothing";
+  if (spec.name == "xdna2") {
+    ASSERT_NE(group % object(plain_op, filling), 0) << "the shape exercises nothing";
+  }
   if (group % object(plain_op, filling) != 0) {
     x["m"] = filling;
     EXPECT_THROW(op_builder("silu_mul").build(act, spec, x), LimitError);
