@@ -1,8 +1,8 @@
 // Prefill fusion through the gemm x layout (activation_layout.h kGemmX*): the
 // norms write the blocked x their gemms pack, so attn_norm joins q/k/v and
-// ffn_norm joins o .. gate / up, with no re-layout inside either dispatch.
-// (act -> down stays a dispatch boundary on llama: the timing model charges
-// silu_mul's short blocked runs more than the re-layout they save.)
+// ffn_norm joins o .. gate / up, with no re-layout inside either dispatch;
+// q / k reach rope row-major and silu_mul writes down's x, so a llama layer
+// is the published 3 dispatches.
 #include <map>
 #include <regex>
 
@@ -61,6 +61,39 @@ TEST(FusePrefill, NormsWriteTheGemmXAndJoinTheirGemms) {
     const Plan off = prefill(preset, {"align-layouts"});
     EXPECT_LT(p.dispatches_per_layer(), off.dispatches_per_layer());
     EXPECT_LT(p.predicted_seconds(), off.predicted_seconds());
+  }
+}
+
+// The published prefill layer (reference/mlir-air-structure.md): rms + q/k/v
+// + rope (the gemms' row-major y is the row-major rope's input), attention,
+// then o + residual + rms + gate / up + silu_mul + down + residual (silu_mul
+// writes the down gemm's blocked x in blocks that tile its row groups).
+// Without align-layouts the same plan takes more dispatches and more time.
+TEST(FusePrefill, LlamaLayerIsThreeDispatches) {
+  const Plan p = prefill("llama-3.2-1b");
+  EXPECT_EQ(p.dispatches_per_layer(), 3);
+  EXPECT_EQ(step_of(p, "L0.attn_norm"), step_of(p, "L0.k_rot"));
+  EXPECT_EQ(step_of(p, "L0.o"), step_of(p, "L0.h_out"));
+  for (const Launch& l : step_of(p, "L0.attn_norm")->launches)
+    if (l.shape.op == "rope") {
+      EXPECT_TRUE(l.tiles.count(kernels::kRowMajorTile)) << l.name;
+    }
+  for (const Launch& l : step_of(p, "L0.o")->launches)
+    if (l.shape.op == "silu_mul") {
+      EXPECT_TRUE(l.tiles.count(kernels::kGemmXM)) << l.name;
+    }
+  const Plan off = prefill("llama-3.2-1b", {"align-layouts"});
+  EXPECT_GT(off.dispatches_per_layer(), 3);
+  EXPECT_LT(p.predicted_seconds(), off.predicted_seconds());
+}
+
+// The prefill layout policy keeps whole K blocks (llama's K = 2048 and 8192
+// under a builder block of 80), so a row-wise producer can write the x.
+TEST(FusePrefill, PrefillKBlocksDivideK) {
+  for (int64_t K : {2048, 8192}) {
+    const kernels::OpShape s{"linear", {{"M", 2048}, {"K", K}, {"N", 2048}}, {}};
+    const kernels::TileOptions t = layout_tiles(s, cache().spec());
+    EXPECT_EQ(K % t.at("k"), 0) << "K=" << K << " k=" << t.at("k");
   }
 }
 

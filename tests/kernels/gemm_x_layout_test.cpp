@@ -100,6 +100,39 @@ TEST_P(GemmXLayoutTest, SiluMulFlatRowsWriteTheGemmsPackedX) {
   }
 }
 
+// Unless given m, the producer takes the largest block whose objects tile the
+// gemm's row groups (a task moves whole objects): silu_mul's L1-filling block
+// of flat 512-element rows (7 rows x 4 tiles on xdna2) cuts the groups of
+// 8 x 2560 here, and given that block (planted) the layout is refused.
+TEST_P(GemmXLayoutTest, DefaultBlockTilesTheGemmsRowGroups) {
+  const int64_t M = 40, N = 2560;
+  const OpShape act{"silu_mul", {{"M", M}, {"N", N}}, {}};
+  TileOptions eight = kGemmTiles;
+  eight["m"] = 8;  // every one of the gemm's 4 x buffers holds rows (M >= 4 x 8)
+  const BuiltOp gemm = op_builder("linear").build({"linear", {{"M", M}, {"K", N}, {"N", 128}}, {}},
+                                                  spec, eight);
+  TileOptions x = gemm_x_of(gemm);
+  x.erase("m");
+  const BuiltOp plain_op = op_builder("silu_mul").build(act, spec, {{kRowMajorTile, 1}});
+  const BuiltOp blocked_op = op_builder("silu_mul").build(act, spec, x);
+  const int64_t group = gemm.tiles.at("m") * N;
+  auto object = [](const BuiltOp& b, int64_t m) { return b.tiles.at("rows") * m * 512; };
+  EXPECT_EQ(group % object(blocked_op, blocked_op.tiles.at("m")), 0);
+  const auto g = values(M * N, 3), u = values(M * N, 4);
+  const Ran plain = run(plain_op, {g, u}, spec);
+  const Ran blocked = run(blocked_op, {g, u}, spec);
+  EXPECT_EQ(blocked.y, plain.y);
+  EXPECT_EQ(differing_bytes(blocked, gemm), 0);
+  const int64_t filling = plain_op.tiles.at("m");
+  if (spec.name == "xdna2") {
+    ASSERT_NE(group % object(plain_op, filling), 0) << "the shape exercises nothing";
+  }
+  if (group % object(plain_op, filling) != 0) {
+    x["m"] = filling;
+    EXPECT_THROW(op_builder("silu_mul").build(act, spec, x), LimitError);
+  }
+}
+
 // Planted: the producer blocks for another gemm's m; the comparison sees it.
 TEST_P(GemmXLayoutTest, AnotherGemmsBlockingIsSeen) {
   const int64_t M = 192, H = 2048;
@@ -122,7 +155,7 @@ TEST_P(GemmXLayoutTest, RefusesWhatItCannotWriteAsLimitErrors) {
   // K = 576 is not whole k = 128 blocks.
   EXPECT_THROW(op_builder("rmsnorm").build(norm, spec, {{kGemmXM, 16}, {kGemmXK, 128}, {kGemmXRows, 4}}),
                LimitError);
-  // rope splits rows over heads with a side table: no row-major streams.
+  // rope splits rows over heads with a side table: no gemm x output.
   const OpShape rope{"rope", {{"M", 64}, {"heads", 4}, {"head_dim", 64}}, {}};
   EXPECT_THROW(op_builder("rope").build(rope, spec, {{kGemmXM, 16}, {kGemmXK, 64}, {kGemmXRows, 4}}),
                LimitError);

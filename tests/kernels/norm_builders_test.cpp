@@ -66,13 +66,16 @@ TEST_P(NormBuilders, HeadRmsnormOddHeadsMatchOracle) {
 INSTANTIATE_TEST_SUITE_P(Devices, NormBuilders,
                          ::testing::Combine(::testing::Values("xdna2", "xdna1"), ::testing::Bool()));
 
-// rope splits a row over the tiles of a column (heads mode) with a side
-// table: the row-major variant refuses it rather than pad.
-TEST(NormBuilders, RowMajorRefusesRopeHeadsMode) {
+// rope splits a row over the tiles of a column (heads mode): row-major, a
+// padded head has no bytes to be cut from, so the variant refuses it rather
+// than pad (planted: 4 rows asked for 14 heads), and takes the unpadded split.
+TEST(NormBuilders, RowMajorRopeRefusesPaddedHeads) {
   auto spec = npu::DeviceSpec::preset("xdna2");
-  OpShape s{"rope", {{"M", 17}, {"heads", 4}, {"head_dim", 64}}, {}};
-  EXPECT_NO_THROW(op_builder("rope").build(s, spec));
-  EXPECT_THROW(op_builder("rope").build(s, spec, {{kRowMajorTile, 1}}), LimitError);
+  OpShape s{"rope", {{"M", 17}, {"heads", 14}, {"head_dim", 64}}, {}};
+  EXPECT_NO_THROW(op_builder("rope").build(s, spec, {{kRowMajorTile, 1}}));
+  EXPECT_THROW(op_builder("rope").build(s, spec, {{kRowMajorTile, 1}, {"rows", 4}}), LimitError);
+  // 2 rows of 7 heads each: no padding, so it builds.
+  EXPECT_NO_THROW(op_builder("rope").build(s, spec, {{kRowMajorTile, 1}, {"rows", 2}}));
 }
 
 // Heads mode spreads a row's heads over the rows of a column without padded

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.h"
+#include "tessera/kernels/activation_layout.h"
 #include "tessera/kernels/op_builder.h"
 #include "tessera/model/config.h"
 #include "tessera/npu/timing.h"
@@ -66,6 +67,40 @@ TEST_P(RopeBuilder, RaggedRowsAndOddHeadsMatchOracle) {
     OpRun run = run_op(op_builder("rope").build(rope_shape(M, heads, hd), spec),
                        {k.x, k.cos, k.sin}, spec);
     EXPECT_TRUE(test::within(test::to_f64(run.outputs.at(0)), k.ref, k.bound));
+  }
+}
+
+// The row-major layout (kRowMajorTile, the layout a gemm's rowmajor_out
+// writes): rows past the end re-read the last whole block, whose cos / sin
+// rows must follow it. M = 17 and 70 leave columns whose blocks are clamped;
+// the result is bit-identical to the blocked layout's (same kernel, same
+// rows). The check can fail: tables one position off (what an unclamped pack
+// gives the clamped rows) are outside the bound.
+TEST_P(RopeBuilder, RowMajorRaggedRowsMatchOracleAndBlocked) {
+  auto spec = npu::DeviceSpec::preset(GetParam());
+  for (auto [M, heads, hd, pos0] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 14, 64, 37},
+                                    {17, 8, 64, 3}, {33, 2, 128, 5}, {70, 4, 128, 1000},
+                                    {257, 32, 64, 0}}) {
+    SCOPED_TRACE(fmt::format("rope row-major M={} heads={} hd={} pos0={} on {}", M, heads, hd,
+                             pos0, spec.name));
+    RopeCase k = make_case(M, heads, hd, pos0);
+    const BuiltOp rm = op_builder("rope").build(rope_shape(M, heads, hd), spec, {{kRowMajorTile, 1}});
+    EXPECT_EQ(rm.tiles.at(kRowMajorTile), 1);
+    OpRun run = run_op(rm, {k.x, k.cos, k.sin}, spec);
+    EXPECT_TRUE(test::within(test::to_f64(run.outputs.at(0)), k.ref, k.bound));
+    OpRun blocked = run_op(op_builder("rope").build(rope_shape(M, heads, hd), spec),
+                           {k.x, k.cos, k.sin}, spec);
+    EXPECT_EQ(run.outputs.at(0), blocked.outputs.at(0));
+    if (M == 17 || M == 70) {
+      RopeCase shifted = k;
+      const int64_t h2 = hd / 2;
+      for (int64_t i = 0; i + h2 < static_cast<int64_t>(k.cos.size()); ++i) {
+        shifted.cos[i] = k.cos[i + h2];
+        shifted.sin[i] = k.sin[i + h2];
+      }
+      OpRun bad = run_op(rm, {k.x, shifted.cos, shifted.sin}, spec);
+      EXPECT_FALSE(test::within(test::to_f64(bad.outputs.at(0)), k.ref, k.bound));
+    }
   }
 }
 

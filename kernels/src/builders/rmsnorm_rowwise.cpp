@@ -187,6 +187,9 @@ npu::Design make_rowmajor_design(const RowwiseSpec& s, const RowwisePlan& p,
   if (s.gemm_x.on()) d.name += fmt::format("_gemmx{}x{}", s.gemm_x.m, s.gemm_x.k);
   if (s.const_elems) d.host_buffers.push_back({"w", s.const_elems * 2, 2});
   for (int i = 0; i < s.P; ++i) d.host_buffers.push_back({rowmajor_in(i), s.numel * 2, 2});
+  // The f32 side table (rope's cos / sin) is host-made: blocked as ever.
+  for (int c = 0; s.side_cols && c < p.C; ++c)
+    d.host_buffers.push_back({fmt::format("t_c{}", c), p.S * 2 * p.m * s.side_cols * 4, 4});
   if (!s.gemm_x.on()) d.host_buffers.push_back({"y_rows", s.numel * 2, 2});
   for (int r = 0; r < gemm_x_buffers(s.gemm_x); ++r)
     d.host_buffers.push_back({gemm_x_buffer(r), s.gemm_x.buffer_elems() * 2, 2});
@@ -302,12 +305,29 @@ void for_blocks(const RowwiseSpec& s, const RowwisePlan& p, int c, int P, Fn fn)
     }
 }
 
+// A group of the gemm's rows must start and end on one of the producer's
+// objects (add_rowmajor_io), which the L1-filling block need not do (silu_mul's
+// flat rows: 7 of 512 against groups of 64 x 8192): unless given, the largest
+// m that fits and whose objects tile a group.
+TileOptions gemm_x_blocks(const RowwiseSpec& s, const npu::DeviceSpec& spec,
+                          const TileOptions& tiles) {
+  if (!s.gemm_x.on() || tiles.count("m")) return tiles;
+  const RowwisePlan first = plan_rowwise(s, spec, tiles);
+  const int64_t group = s.gemm_x.m * s.gemm_x.K;
+  TileOptions out = tiles;
+  for (int64_t m = first.m; m >= 1; --m)
+    if (group % (first.R * m * first.wt) == 0) {
+      out["m"] = m;
+      break;
+    }
+  return out;
+}
+
 }  // namespace
 
 BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::DeviceSpec& spec,
                       const TileOptions& tiles, std::vector<OpTensor> inputs,
                       std::vector<RowwiseInput> roles, OpTensor output) {
-  auto p = std::make_shared<RowwisePlan>(plan_rowwise(s, spec, tiles));
   auto sp = std::make_shared<RowwiseSpec>(s);
   // Row-major streams cost no more than blocked ones: the output-only
   // request is served by the whole row-major variant.
@@ -319,6 +339,7 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
   sp->gemm_x = gemm_x_layout(s.what, tiles, shape_numel(output.shape) / output.shape.back(),
                              output.shape.back(), spec);
   sp->rowmajor = sp->rowmajor || sp->gemm_x.on();
+  auto p = std::make_shared<RowwisePlan>(plan_rowwise(s, spec, gemm_x_blocks(*sp, spec, tiles)));
   BuiltOp out;
   out.shape = shape;
   out.design = make_rowwise_design(*sp, *p, spec);
@@ -348,7 +369,11 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
         auto* t = reinterpret_cast<float*>(host_bytes(*d, fmt::format("t_c{}", c), host).data());
         for (int64_t st = 0; st < pl.S; ++st)
           for (int64_t i = 0; i < pl.m; ++i) {
-            int64_t row = (c * pl.S + st) * pl.m + i;
+            // Row-major steps past the end re-read the last whole block
+            // (rowwise.h): their table rows follow it.
+            int64_t row = (c * pl.S + st) * pl.m;
+            if (rs.rowmajor) row = std::min(row, rs.rows - pl.m);
+            row += i;
             if (row >= rs.rows) continue;
             float* dst = t + ((st * 2 + role.index) * pl.m + i) * half;
             std::copy_n(v.data() + row * half, half, dst);

@@ -87,15 +87,67 @@ int64_t busiest_shim(const RowwiseSpec& s, const RowwisePlan& p, const npu::Devi
   return most;
 }
 
+// Heads mode: a column's object of a step is m whole rows, which its mem
+// tile splits into R column groups of wt, so the shim cuts the object out of
+// the rows as [R][m][wt] (runs of wt elements; one 3-D task per step, since
+// consecutive steps would need a fourth dimension).
+npu::AccessPattern heads_object(const RowwiseSpec& s, const RowwisePlan& p, int64_t offset,
+                                int64_t repeat, const npu::DeviceSpec& spec) {
+  if (p.R == 1) return span_pattern(offset, object_elems(p), s.numel, repeat, spec, s.what);
+  if (spec.shim.bd_dims < 3 || p.R > spec.bd_max_size || p.m > spec.bd_max_size ||
+      p.wt > spec.bd_max_wrap || s.cols > spec.bd_max_stride)
+    throw_error<LimitError>("{}: a heads object of {} groups x {} rows x {} columns (row stride "
+                            "{}) exceeds the shim BDs of {} ({} dims, wrap <= {}, size <= {}, "
+                            "stride <= {})", s.what, p.R, p.m, p.wt, s.cols, spec.name,
+                            spec.shim.bd_dims, spec.bd_max_wrap, spec.bd_max_size,
+                            spec.bd_max_stride);
+  npu::AccessPattern a;
+  a.offset = offset;
+  a.repeat = repeat;
+  a.dims = {{p.R, p.wt}, {p.m, s.cols}, {p.wt, 1}};
+  return a;
+}
+
+void add_heads_io(npu::Launch& l, const RowwiseSpec& s, const RowwisePlan& p,
+                  const npu::DeviceSpec& spec, int64_t s0, int64_t steps) {
+  const int64_t side = 2 * p.m * s.side_cols;  // f32 per step: cos and sin rows
+  for (int c = 0; c < p.C; ++c) {
+    // Clamped steps past the end re-read one object: a repeat of its task.
+    std::vector<Run> runs;
+    for (int64_t st = s0; st < s0 + steps; ++st) {
+      const int64_t at = object_start(s, p, c, st);
+      if (!runs.empty() && runs.back().offset == at && runs.back().repeat < spec.bd_max_repeat)
+        ++runs.back().repeat;
+      else
+        runs.push_back({at, 1, 1});
+    }
+    for (const Run& r : runs)
+      l.sequence.push_back(b::to_device(fmt::format("in{}", c), rowmajor_in(0),
+                                        heads_object(s, p, r.offset, r.repeat, spec)));
+    if (s.side_cols)
+      l.sequence.push_back(b::to_device(
+          fmt::format("t{}", c), fmt::format("t_c{}", c),
+          span_pattern(s0 * side, steps * side, p.S * side, 1, spec, s.what + " side table")));
+    for (const Run& r : runs)
+      l.sequence.push_back(b::from_device(fmt::format("y{}", c), "y_rows",
+                                          heads_object(s, p, r.offset, r.repeat, spec)));
+  }
+}
+
 }  // namespace
 
 std::string rowmajor_in(int p) { return fmt::format("x{}_rows", p); }
 
 void check_rowmajor(const RowwiseSpec& s, const RowwisePlan& p) {
-  if (p.heads_mode || s.side_cols || !s.out_host.empty())
-    throw_error<LimitError>("{}: the row-major layout ({}) supports plain row blocks only, not "
-                            "heads mode, side tables or zero-copy outputs",
+  if ((!p.heads_mode && s.side_cols) || !s.out_host.empty())
+    throw_error<LimitError>("{}: the row-major layout ({}) supports row blocks and heads mode "
+                            "only, not side tables of row blocks or zero-copy outputs",
                             s.what, kRowMajorTile);
+  // A padded head has no bytes in the row-major tensor to be cut from.
+  if (p.heads_mode && (p.R * p.wt != s.cols || s.P != 1 || s.gemm_x.on()))
+    throw_error<LimitError>("{}: the row-major layout ({}) in heads mode needs one stream whose "
+                            "heads tile the {} rows exactly ({} x {} columns cover {}), and no gemm "
+                            "x output", s.what, kRowMajorTile, p.R, p.R, p.wt, s.cols);
   if (s.numel < object_elems(p))
     throw_error<LimitError>("{}: the row-major layout needs at least one whole object of {} "
                             "elements ({} rows x {} x {} tiles); the tensor has {}",
@@ -105,6 +157,16 @@ void check_rowmajor(const RowwiseSpec& s, const RowwisePlan& p) {
 int64_t rowmajor_steps_per_launch(const RowwiseSpec& s, const RowwisePlan& p,
                                   const npu::DeviceSpec& spec) {
   if (s.gemm_x.on()) return gemm_x_steps_per_launch(s, p, spec);
+  if (p.heads_mode) {
+    // A shim task in and one out per step (heads_object), plus the side
+    // table's and the constant's task.
+    const int64_t free =
+        spec.shim.buffer_descriptors - (s.const_elems ? 1 : 0) - (s.side_cols ? 1 : 0);
+    if (free < 2)
+      throw_error<LimitError>("{}: one row-major heads step needs 2 shim BDs, {} has {} free",
+                              s.what, spec.name, free);
+    return std::min<int64_t>(free / 2, p.S);
+  }
   if (s.P == 1) return p.S;  // a column's objects merge into <= 2 runs each way
   // Shim 0: the constant's task, <= 2 output runs, then P tasks per step.
   const int64_t free = spec.shim.buffer_descriptors - (s.const_elems ? 1 : 0) - 2;
@@ -117,6 +179,7 @@ int64_t rowmajor_steps_per_launch(const RowwiseSpec& s, const RowwisePlan& p,
 void add_rowmajor_io(npu::Launch& l, const RowwiseSpec& s, const RowwisePlan& p,
                      const npu::DeviceSpec& spec, int64_t s0, int64_t steps) {
   check_rowmajor(s, p);
+  if (p.heads_mode) return add_heads_io(l, s, p, spec, s0, steps);
   const int64_t obj = object_elems(p);
   for (int c = 0; c < p.C; ++c) {
     const std::string in = fmt::format("in{}", c), y = fmt::format("y{}", c);

@@ -102,8 +102,11 @@ npu::Design make_rowwise_design(const RowwiseSpec& s, const RowwisePlan& p,
 // bf16. Object (c, s) of a column (R blocks of m rows, contiguous in the flat
 // view) starts at min(((c * S + s) * R * m) * wt, numel - object): objects past
 // the end re-read the last whole object and write back the same values, so
-// there is no padding and no garbage. Throws LimitError for heads mode, side
-// tables, zero-copy outputs, or a tensor smaller than one object.
+// there is no padding and no garbage. In heads mode (rope) an object is m
+// whole rows, cut [R][m][wt] by one 3-D shim task per step, and the side
+// table stays blocked (host-made), its rows following the clamped objects.
+// Throws LimitError for padded heads, side tables outside heads mode,
+// zero-copy outputs, or a tensor smaller than one object.
 // Several streams alternate object by object in one fifo, a shim task each,
 // so the steps are split over launches that fit the shim's BDs.
 std::string rowmajor_in(int p);
