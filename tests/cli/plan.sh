@@ -13,9 +13,10 @@ grep -q "^plan tiny style=default S=33 P=0 context=2048 spec=xdna2$" "$tmp/out.t
   || fail "no prefill header: $(head -2 "$tmp/out.txt")"
 grep -q "^plan tiny style=default S=1 P=33 context=2048 spec=xdna2$" "$tmp/out.txt" \
   || fail "no decode header"
-# attn_norm's row-major output lets it share the q / k / v dispatch.
-grep -Eq "^  npu +L0\.attn_norm\.\.L0\.v +rmsnorm H=128 M=33 .*us\)? (overhead|compute|vector|stream|dma|ddr|fill_drain)$" \
-  "$tmp/out.txt" || fail "no fused L0.attn_norm..L0.v prefill dispatch line with time and bound"
+# attn_norm's row-major output lets it share the q / k / v dispatch, and the
+# row-major rope joins it too.
+grep -Eq "^  npu +L0\.attn_norm\.\.L0\.k_rot +rmsnorm H=128 M=33 .*us\)? (overhead|compute|vector|stream|dma|ddr|fill_drain)$" \
+  "$tmp/out.txt" || fail "no fused L0.attn_norm..L0.k_rot prefill dispatch line with time and bound"
 grep -Eq "^    n[0-9]+ tiles=.* in=a:[0-9a-f]{8},- w=-,w:L0\.q_proj@[0-9a-f]{8} out=a:" "$tmp/out.txt" \
   || fail "no L0.q launch line with layout keys"
 for pass in place build tune-tiles kv-resident align-layouts fuse buffers reuse-buffers; do
