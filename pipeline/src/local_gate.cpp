@@ -34,21 +34,24 @@ std::vector<float> row_of(const std::vector<float>& v, int64_t rows, int64_t las
 }
 
 // The weight and host inputs, rounded to bf16 once per name (the LM head and
-// a tied embedding share one table).
+// a tied embedding share one table); weights once per caller's store when it
+// keeps one across calls.
 class FixedCache {
  public:
-  explicit FixedCache(const FixedValue& f) : f_(f) {}
+  FixedCache(const FixedValue& f, WeightStore* weights) : f_(f), weights_(weights) {}
   const std::vector<float>& get(const ValueRef& r) {
     const std::string key = whole(r).str();
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
+    auto& cache = r.kind == ValueKind::weight && weights_ != nullptr ? *weights_ : cache_;
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
     std::vector<float> v = f_(whole(r));
     if (deployed_as_bf16(r)) round_bf16_inplace(v);
-    return cache_.emplace(key, std::move(v)).first->second;
+    return cache.emplace(key, std::move(v)).first->second;
   }
 
  private:
   const FixedValue& f_;
+  WeightStore* weights_;
   std::map<std::string, std::vector<float>> cache_;
 };
 
@@ -69,9 +72,9 @@ bool deployed_as_bf16(const ValueRef& r) {
 
 std::vector<LocalCheck> local_checks(const compiler::Graph& g,
                                      const std::map<std::string, std::vector<float>>& npu,
-                                     const FixedValue& fixed, int64_t last_row) {
+                                     const FixedValue& fixed, int64_t last_row, WeightStore* weights) {
   std::vector<LocalCheck> out;
-  FixedCache cache(fixed);
+  FixedCache cache(fixed, weights);
   for (const Node& n : g.nodes) {
     if (n.shape.op == "argmax") continue;
     auto got = npu.find(n.output.str());
