@@ -30,9 +30,10 @@ DecodeStepGate::DecodeStepGate(Context& ctx, const runtime::Session& prefilled, 
   const auto n = static_cast<size_t>(prompt_rows * ctx.config.kv_dim());
   for (int64_t l = 0; l < ctx.config.num_layers; ++l)
     for (auto* rec : {&k_, &v_}) {
-      const std::vector<float>& all = kept(prefilled.last_values(), cache_name(rec == &k_ ? "k_cache" : "v_cache", l, false));
-      TESSERA_CHECK(all.size() >= n, "phase 6: the prefill's {} has {} values, fewer than {} rows", 
-                    cache_name("k_cache", l, false), all.size(), prompt_rows);
+      const std::string name = cache_name(rec == &k_ ? "k_cache" : "v_cache", l, false);
+      const std::vector<float>& all = kept(prefilled.last_values(), name);
+      TESSERA_CHECK(all.size() >= n, "phase 6: the prefill's {} has {} values, fewer than {} rows", name,
+                    all.size(), prompt_rows);
       rec->emplace_back(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n));
     }
 }
@@ -60,9 +61,9 @@ void DecodeStepGate::record(const runtime::Values& npu, int64_t row) {
   const int64_t d = ctx_.config.kv_dim();
   for (int64_t l = 0; l < ctx_.config.num_layers; ++l)
     for (auto* rec : {&k_, &v_}) {
-      const std::vector<float>& all = kept(npu, cache_name(rec == &k_ ? "k_cache" : "v_cache", l, false));
-      TESSERA_CHECK(static_cast<int64_t>(all.size()) >= (row + 1) * d, "phase 6: {} has no row {}",
-                    cache_name("k_cache", l, false), row);
+      const std::string name = cache_name(rec == &k_ ? "k_cache" : "v_cache", l, false);
+      const std::vector<float>& all = kept(npu, name);
+      TESSERA_CHECK(static_cast<int64_t>(all.size()) >= (row + 1) * d, "phase 6: {} has no row {}", name, row);
       auto& r = (*rec)[static_cast<size_t>(l)];
       r.insert(r.end(), all.begin() + row * d, all.begin() + (row + 1) * d);
     }

@@ -132,7 +132,7 @@ TEST(Diagnosers, RegistryHasOneEntryPerCause) {
   for (const DiagnoserInfo& d : diagnosers()) EXPECT_TRUE(names.insert(d.name).second) << d.name;
   for (const char* n : {"transposed_weight", "rope_pairing", "rope_position_offset", "bias", "gqa_head_mapping",
                         "softmax_overflow", "norm_eps_or_weight", "kv_position", "layout_mismatch", "device_limit",
-                        "wrong_weight"})
+                        "wrong_weight", "kv_cache_rows", "rope_table_precision"})
     EXPECT_TRUE(names.count(n)) << n;
 }
 
