@@ -79,22 +79,31 @@ std::vector<LocalCheck> local_checks(const compiler::Graph& g,
     if (n.shape.op == "argmax") continue;
     auto got = npu.find(n.output.str());
     if (got == npu.end()) continue;
-    std::vector<std::vector<float>> in;
+    // Spans over the values where they are (the LM head's table is copied
+    // per call otherwise: phase 6 gates every decode step); rows taken by a
+    // last_row ref are owned here, reserved so the spans stay valid.
+    std::vector<std::vector<float>> rows;
+    rows.reserve(n.inputs.size());
+    std::vector<std::span<const float>> spans;
     bool complete = true;
     for (const ValueRef& r : n.inputs) {
+      const std::vector<float>* v = nullptr;
       if (r.kind != ValueKind::activation) {
-        in.push_back(r.last_row ? row_of(cache.get(r), g.seq, last_row, r.str()) : cache.get(r));
-        continue;
-      }
-      auto it = npu.find(whole(r).str());
-      if (it == npu.end()) {
+        v = &cache.get(r);
+      } else if (auto it = npu.find(whole(r).str()); it != npu.end()) {
+        v = &it->second;
+      } else {
         complete = false;  // a value the plan did not keep: nothing to condition on
         break;
       }
-      in.push_back(r.last_row ? row_of(it->second, g.seq, last_row, r.str()) : it->second);
+      if (r.last_row) {
+        rows.push_back(row_of(*v, g.seq, last_row, r.str()));
+        spans.emplace_back(rows.back());
+      } else {
+        spans.emplace_back(*v);
+      }
     }
     if (!complete) continue;
-    const std::vector<std::span<const float>> spans(in.begin(), in.end());
     const std::vector<float> ref = reference_op(n.shape, spans);
     LocalCheck c{n.output.str(), {}, kernel_threshold(n.shape)};
     NoiseModel nm = c.threshold.noise;
