@@ -86,6 +86,21 @@ void session_tap_checks(Context& ctx, const runtime::Session& s, PhaseResult& r)
   }
 }
 
+// A failing session prefill is diagnosed on its own values at once (the
+// decode steps replace them), with the host values an honest caller supplies.
+std::optional<Diagnosis> diagnose_session_prefill(Context& ctx, const runtime::Session& s,
+                                                  const std::vector<int32_t>& padded, int64_t last_real,
+                                                  const PhaseResult& r) {
+  if (std::all_of(r.checks.begin(), r.checks.end(), [](const GateCheck& c) { return c.passed; })) return std::nullopt;
+  try {
+    return diagnose_run(ctx, s.last_plan().graph, s.last_values(), host_inputs(ctx.config, padded),
+                        "phase 6 session prefill", last_real);
+  } catch (const Error& e) {  // advice only: the failed checks stand
+    ctx.issues.push_back(fmt::format("diagnosis of the phase 6 session prefill not run: {}", e.what()));
+    return std::nullopt;
+  }
+}
+
 }  // namespace
 
 }  // namespace tessera::pipeline::detail
@@ -134,15 +149,7 @@ PhaseResult run_phase6(Context& ctx, std::vector<std::string>&) {
   const auto last_real = static_cast<int64_t>(orc.prompt.size()) - 1;
   const int64_t local = add_local_checks(ctx, s.last_plan().graph, s.last_values(), padded,
                                          "session prefill local ", r, last_real);
-  // A failing session prefill is diagnosed on its own values now (the decode
-  // steps replace them), with the host values an honest caller supplies.
-  std::optional<Diagnosis> diagnosis;
-  if (std::any_of(r.checks.begin(), r.checks.end(), [](const GateCheck& c) { return !c.passed; })) try {
-      diagnosis = diagnose_run(ctx, s.last_plan().graph, s.last_values(), host_inputs(ctx.config, padded),
-                               "phase 6 session prefill", last_real);
-    } catch (const Error& e) {  // advice only: the failed checks stand
-      ctx.issues.push_back(fmt::format("diagnosis of the phase 6 session prefill not run: {}", e.what()));
-    }
+  std::optional<Diagnosis> diagnosis = diagnose_session_prefill(ctx, s, padded, last_real, r);
   DecodeStepGate step_gate(ctx, s, static_cast<int64_t>(orc.prompt.size()));
   const runtime::CallTiming prefill = s.last_timing();
   double dec_pred = 0, dec_host = 0;
