@@ -2,7 +2,10 @@
 # Mutation score of the deploy gates (issue 12): `tessera deploy` once honest
 # (it must pass) and once per named mutant (core/mutants.h, switched on with
 # --plant-bug mutant:NAME) on each preset; one table row per (mutant, preset):
-# caught?, and the first failing phase, check (tap) and metrics. A mutant
+# caught?, and the first failing phase, check (tap) and metrics, then the
+# failing check of that phase with the most values outside the BF16-exact
+# reference (a bug seen by 3 values is caught, but barely) and the diagnoser
+# the deployment named for it. A mutant
 # that survives is a gate to strengthen. Only a gate failure is a catch (exit
 # 5 with a failing gate check in report.json); a deploy that fails any other
 # way (disk full, a crash, a limit, a usage error) is an error of the harness,
@@ -33,25 +36,34 @@ fi
 [ -n "$out" ] || { out="$(mktemp -d)"; trap 'rm -rf "$out"' EXIT; }
 mkdir -p "$out"
 
-# The first failing phase of report.json: "phase<TAB>check<TAB>why".
+# The first failing phase of report.json: "phase<TAB>check<TAB>why<TAB>most<TAB>diag",
+# most = the failing check of that phase with the most values outside the
+# BF16-exact reference and their count (how strongly the bug is seen; "-" if
+# none), diag = the diagnoser named for the first failure ("unknown", or "-").
 verdict() {
   python3 - "$1" <<'PY'
-import json, sys
+import json, re, sys
 try:
     r = json.load(open(sys.argv[1]))
 except (OSError, ValueError) as e:
-    print(f"-\t-\tno report ({e.__class__.__name__})"); sys.exit()
+    print(f"-\t-\tno report ({e.__class__.__name__})\t-\t-"); sys.exit()
 for p in r["phases"]:
     if p["status"] == "passed":
         continue
     bad = [c for c in p["checks"] if not c["passed"]]
     if bad:
         c = bad[0]
-        print(f"{p['phase']}\t{c['name']}\t{c['message'][:110]}")
+        top = max(bad, key=lambda b: b.get("metrics", {}).get("bf16_ref_outside", -1))
+        n = top.get("metrics", {}).get("bf16_ref_outside", -1)
+        most = f"{top['name'].split(' [')[0]} {n}" if n > 0 else "-"
+        # the diagnoser the phase named for its first failure ("likely cause: ... [name]")
+        named = re.search(r"likely cause: .*\[([a-z_]+)\]", c["message"])
+        most += f"\t{named.group(1) if named else '-'}"
+        print(f"{p['phase']}\t{c['name']}\t{c['message'][:110]}\t{most}")
     else:
-        print(f"{p['phase']}\t-\t{str(p['details'].get('error', p['status']))[:110]}")
+        print(f"{p['phase']}\t-\t{str(p['details'].get('error', p['status']))[:110]}\t-\t-")
     sys.exit()
-print("-\t-\tall phases passed")
+print("-\t-\tall phases passed\t-\t-")
 PY
 }
 
@@ -86,7 +98,7 @@ for p in $presets; do
     d="$out/$p-$m"
     ( "$bin" deploy --preset "$p" --layers "$layers" --tokens "$tokens" --out "$d" --fresh --plant-bug "mutant:$m" > "$d.log" 2>&1 )
     rc=$?
-    IFS=$'\t' read -r phase check why < <(verdict "$d/report.json")
+    IFS=$'\t' read -r phase check why most diag < <(verdict "$d/report.json")
     # Phase 7 refusing a deployment because it was made with a planted bug
     # is bookkeeping, not a gate catching the bug: the mutant survived.
     if [ "$rc" -eq 5 ] && [ "$phase" = 7 ] && [[ "$why" == *"planted bug"* ]]; then c=NO; status=1
@@ -97,6 +109,8 @@ for p in $presets; do
       [ "$rc" -gt 128 ] && why="killed by signal $((rc - 128)) $why"
     fi
     [ "$c" = "ERR$rc" ] || total=$((total + 1))
+    [ "$c" = yes ] && [ "$most" != "-" ] && why="$why || most outside the BF16 reference: $most"
+    [ "$c" = yes ] && why="$why || diagnosis: $diag"
     printf "%-24s %-14s %-7s %-5s %-26s %s\n" "$m" "$p" "$c" "$phase" "$check" "$why"
     rm -rf "$d"
   done

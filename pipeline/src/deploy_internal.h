@@ -18,6 +18,7 @@
 #include "tessera/model/config.h"
 #include "tessera/model/weights.h"
 #include "tessera/pipeline/deploy.h"
+#include "tessera/pipeline/local_gate.h"
 #include "tessera/pipeline/manifest.h"
 #include "tessera/runtime/executor.h"
 
@@ -116,6 +117,12 @@ const std::vector<float>& npu_value(const runtime::ExecResult& r, const std::str
 int64_t add_local_checks(Context& ctx, const compiler::Graph& g, const runtime::Values& npu,
                       const std::vector<int32_t>& tokens, const std::string& prefix, PhaseResult& r,
                       int64_t last_row = -1);
+
+// The local gates of every node of `g` that `npu` holds, the reference taking
+// the source weights (through `store` when given, local_gate.h WeightStore)
+// and the host values `host` an honest caller supplies for this call.
+std::vector<LocalCheck> local_checks_on(Context& ctx, const compiler::Graph& g, const runtime::Values& npu,
+                                        const runtime::Values& host, int64_t last_row, WeightStore* store);
 
 // Deterministic prompt ids spread over the vocabulary (splitmix64).
 std::vector<int32_t> gate_prompt(uint64_t seed, int64_t n, int64_t vocab);

@@ -8,13 +8,8 @@
 
 namespace tessera::pipeline::detail {
 
-int64_t add_local_checks(Context& ctx, const compiler::Graph& g, const runtime::Values& npu,
-                      const std::vector<int32_t>& tokens, const std::string& prefix, PhaseResult& r,
-                      int64_t last_row) {
-  // The host values an honest caller supplies for these tokens at P = 0.
-  TESSERA_CHECK(g.past == 0 && static_cast<int64_t>(tokens.size()) == g.seq,
-                "local gate: {} tokens for a graph of S={} P={}", tokens.size(), g.seq, g.past);
-  const runtime::Values host = host_inputs(ctx.config, tokens);
+std::vector<LocalCheck> local_checks_on(Context& ctx, const compiler::Graph& g, const runtime::Values& npu,
+                                        const runtime::Values& host, int64_t last_row, WeightStore* store) {
   const model::Weights& w = ctx.weights();
   const std::vector<model::TensorSpec> specs = model::tensor_specs(ctx.config);
   const FixedValue fixed = [&](const compiler::ValueRef& ref) -> std::vector<float> {
@@ -32,8 +27,17 @@ int64_t add_local_checks(Context& ctx, const compiler::Graph& g, const runtime::
       }
     throw_error<InternalError>("local gate: no source weight {} in {}", ref.str(), ctx.config.name);
   };
+  return local_checks(g, npu, fixed, last_row, store);
+}
+
+int64_t add_local_checks(Context& ctx, const compiler::Graph& g, const runtime::Values& npu,
+                      const std::vector<int32_t>& tokens, const std::string& prefix, PhaseResult& r,
+                      int64_t last_row) {
+  // The host values an honest caller supplies for these tokens at P = 0.
+  TESSERA_CHECK(g.past == 0 && static_cast<int64_t>(tokens.size()) == g.seq,
+                "local gate: {} tokens for a graph of S={} P={}", tokens.size(), g.seq, g.past);
   int64_t n = 0;
-  for (const LocalCheck& c : local_checks(g, npu, fixed, last_row)) {
+  for (const LocalCheck& c : local_checks_on(ctx, g, npu, host_inputs(ctx.config, tokens), last_row, nullptr)) {
     r.checks.push_back(make_check(prefix + c.value, c.metrics, c.threshold));
     ++n;
   }

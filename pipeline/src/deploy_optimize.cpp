@@ -86,6 +86,19 @@ std::string decode_gates(Context& ctx) {
   return "";
 }
 
+// A decode failure is a pass's only when the path without it holds: a bug
+// outside the passes (the session, a kernel) fails every trial alike and
+// would otherwise roll every pass back in its name. "" when the decode gate
+// passes with the `kept` passes alone.
+std::string failure_without_pass(Context& ctx, const std::vector<std::string>& kept) {
+  ctx.set_passes(true, kept);
+  try {
+    return decode_gates(ctx);
+  } catch (const InternalError& e) {
+    return e.what();
+  }
+}
+
 std::string ms(double s) { return fmt::format("{:.4g} ms", s * 1e3); }
 
 PhaseResult optimize(Context& ctx, bool decode) {
@@ -120,6 +133,19 @@ PhaseResult optimize(Context& ctx, bool decode) {
       failure = decode ? decode_gates(ctx) : prefill_gates(ctx);
     } catch (const InternalError& e) {  // a pass that breaks the plan's invariants
       failure = e.what();
+    }
+    if (const std::string base = decode && !failure.empty() ? failure_without_pass(ctx, kept) : ""; !base.empty()) {
+      const std::string why = fmt::format("the decode gate fails without pass '{}' too ({}): no pass can be judged "
+                                          "on this path; phase 6 localizes the failure", pass, base);
+      ctx.issues.push_back(fmt::format("phase {}: {}", phase, why));
+      GateCheck c{"decode path with the kept passes", {}, {}, false, why};
+      c.threshold.op = "pass";
+      c.threshold.reason = "decode logits of the session as gated by phase 3's floor, before any further pass";
+      r.checks.push_back(std::move(c));
+      tried.push_back({{"phase", phase}, {"pass", pass}, {"kept", false}, {"prefill_before", pre0},
+                       {"prefill_after", pre0}, {"decode_before", dec0}, {"decode_after", dec0}, {"moved", moved},
+                       {"failure", "not judged: " + why}});
+      break;
     }
     const bool held = failure.empty();
     if (held) kept = with_pass(kept, pass);

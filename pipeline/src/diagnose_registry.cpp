@@ -12,6 +12,7 @@
 
 #include "diagnose_internal.h"
 #include "tessera/core/error.h"
+#include "tessera/core/mutants.h"
 #include "tessera/kernels/tile_search.h"
 #include "tessera/npu/timing.h"
 #include "tessera/oracle/rope.h"
@@ -71,6 +72,19 @@ Outcome rope_offset(const OpCase& c) {
     in[1] = t.cos;
     in[2] = t.sin;
     vs.push_back({fmt::format("positions off by {:+d}", k), reference(c.shape, in)});
+  }
+  return judge(c, vs);
+}
+
+// The caller's RoPE table at bf16 precision (f32 is what the design takes):
+// rounded to nearest even, or truncated (a one-sided bias on every rotation).
+Outcome rope_table_precision(const OpCase& c) {
+  std::vector<Variant> vs;
+  for (const bool truncate : {false, true}) {
+    In in = c.inputs;
+    for (size_t t = 1; t <= 2; ++t)
+      for (float& x : in[t]) x = truncate ? truncate_bf16(x) : round_bf16(x);
+    vs.push_back({truncate ? "cos / sin truncated to bf16" : "cos / sin rounded to bf16", reference(c.shape, in)});
   }
   return judge(c, vs);
 }
@@ -168,6 +182,34 @@ Outcome kv_position(const OpCase& c) {
     }
     vs.push_back({fmt::format("rows written at pos {:+d}", k), std::move(y)});
   }
+  return judge(c, vs);
+}
+
+// The cache rows before pos (written by earlier calls) fed to the call wrong:
+// the first such row the NPU's output disagrees on holding its neighbour's
+// values (a caller that kept a stale row) or zeros (a dropped row). The rows
+// the call writes are kv_position's.
+Outcome kv_cache_rows(const OpCase& c) {
+  const int64_t d = c.shape.dim("kv_dim"), T = c.shape.dim("T"), pos = c.shape.dim("pos");
+  const std::vector<float> y = reference(c.shape, c.inputs);
+  int64_t bad = -1;
+  for (int64_t r = 0; r < pos && r < T && bad < 0; ++r)
+    for (int64_t e = 0; e < d; ++e)
+      if (y[static_cast<size_t>(r * d + e)] != c.npu[static_cast<size_t>(r * d + e)]) {
+        bad = r;
+        break;
+      }
+  if (bad < 0) return untestable("every cache row before pos equals the row fed to the call");
+  std::vector<Variant> vs;
+  for (int64_t k : {-1, 1}) {
+    if (bad + k < 0 || bad + k >= T) continue;
+    std::vector<float> v = y;
+    std::copy_n(y.begin() + (bad + k) * d, d, v.begin() + bad * d);
+    vs.push_back({fmt::format("cache row {} (written by an earlier call) fed back holding row {}", bad, bad + k), std::move(v)});
+  }
+  std::vector<float> z = y;
+  std::fill_n(z.begin() + bad * d, d, 0.0f);
+  vs.push_back({fmt::format("cache row {} (written by an earlier call) fed back as zeros", bad), std::move(z)});
   return judge(c, vs);
 }
 
@@ -270,6 +312,8 @@ const std::vector<Entry>& registry() {
        "RoPE rotates the wrong pairs", rope_pairing},
       {"rope_position_offset", {"rope"}, "RoPE with the table of positions P+k, k = +-1..4",
        "RoPE uses positions off by a constant", rope_offset},
+      {"rope_table_precision", {"rope"}, "RoPE with the cos / sin table rounded / truncated to bf16",
+       "the caller's RoPE table lost precision (bf16 instead of f32)", rope_table_precision},
       {"bias", {"bias_add"}, "the bias x0 and x2", "the bias is missing or applied twice", bias},
       {"gqa_head_mapping", {"attention_prefill", "attention_decode"},
        "attention with query head h reading KV head h % kv_heads", "the GQA head mapping is permuted", gqa_mapping},
@@ -280,6 +324,9 @@ const std::vector<Entry>& registry() {
        "the norm's epsilon or weight is wrong", norm},
       {"kv_position", {"kv_append"}, "the new KV rows written at pos +-1, +-2",
        "the KV cache is written at the wrong position", kv_position},
+      {"kv_cache_rows", {"kv_append"}, "the cache fed to the call with an earlier row stale (its neighbour's) or zero",
+       "the KV cache fed to the call differs from what earlier calls wrote: the caller kept a row wrong",
+       kv_cache_rows},
       {"layout_mismatch", {"*"}, "the op's output or an activation input in the transposed / head-major layout",
        "an activation layout mismatch between two dispatches", layout_mismatch},
       {"wrong_weight", {"*"}, "the op with each other same-size weight of its layer",

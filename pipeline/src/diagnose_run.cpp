@@ -53,7 +53,7 @@ std::vector<std::pair<std::string, std::vector<float>>> same_size_weights(Contex
 // (a value fused away) or does not have the size the op reads.
 std::optional<std::vector<std::vector<float>>> node_inputs(Context& ctx, const compiler::Graph& g,
                                                            const compiler::Node& n, const runtime::Values& npu,
-                                                           const runtime::Values& host) {
+                                                           const runtime::Values& host, int64_t last_row) {
   std::vector<std::vector<float>> in;
   const std::vector<int64_t> want = reference_input_sizes(n.shape);
   for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -66,9 +66,15 @@ std::optional<std::vector<std::vector<float>>> node_inputs(Context& ctx, const c
       const runtime::Values& src = r.kind == compiler::ValueKind::host ? host : npu;
       auto it = src.find(whole.str());
       if (it == src.end()) return std::nullopt;
-      std::vector<float> v = it->second;
-      if (r.last_row && g.seq > 0) v.erase(v.begin(), v.end() - static_cast<std::ptrdiff_t>(v.size() / static_cast<size_t>(g.seq)));
-      in.push_back(std::move(v));
+      if (!r.last_row || g.seq <= 0) {
+        in.push_back(it->second);
+      } else {  // row last_row (-1: the last) of [S, width], as the executor takes it
+        const size_t width = it->second.size() / static_cast<size_t>(g.seq);
+        const size_t row = last_row < 0 ? static_cast<size_t>(g.seq) - 1 : static_cast<size_t>(last_row);
+        if (row >= static_cast<size_t>(g.seq)) return std::nullopt;
+        in.emplace_back(it->second.begin() + static_cast<std::ptrdiff_t>(row * width),
+                        it->second.begin() + static_cast<std::ptrdiff_t>((row + 1) * width));
+      }
     }
     if (i >= want.size() || static_cast<int64_t>(in.back().size()) != want[i]) return std::nullopt;
   }
@@ -114,12 +120,12 @@ void attach_phase1(Context& ctx, PhaseResult& r, const Phase1Report& rep, const 
 }
 
 std::optional<Diagnosis> diagnose_run(Context& ctx, const compiler::Graph& g, const runtime::Values& npu,
-                                      const runtime::Values& host, const std::string& phase) {
+                                      const runtime::Values& host, const std::string& phase, int64_t last_row) {
   for (const compiler::Node& n : g.nodes) {
     if (n.shape.op == "argmax") continue;  // ties are judged on the logits, not in isolation
     auto out = npu.find(n.output.str());
     if (out == npu.end() || static_cast<int64_t>(out->second.size()) != reference_output_size(n.shape)) continue;
-    auto in = node_inputs(ctx, g, n, npu, host);
+    auto in = node_inputs(ctx, g, n, npu, host, last_row);
     if (!in) continue;
     OpCase c;
     c.where = fmt::format("{} node {}", phase, n.output.str());

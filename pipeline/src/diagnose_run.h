@@ -21,9 +21,12 @@ void attach_phase1(Context& ctx, PhaseResult& r, const Phase1Report& rep, const 
 
 // Phases 2 / 3: the diagnosis of the first node of `g` whose NPU output (in
 // `npu`, every value of the run) disagrees with the oracle op on the NPU's own
-// inputs; nullopt when every node agrees.
+// inputs; nullopt when every node agrees. `last_row`: the row a last_row
+// input takes (-1: the last), as the run took it (a bucketed prefill's last
+// real token).
 std::optional<Diagnosis> diagnose_run(Context& ctx, const compiler::Graph& g, const runtime::Values& npu,
-                                      const runtime::Values& host, const std::string& phase);
+                                      const runtime::Values& host, const std::string& phase,
+                                      int64_t last_row = -1);
 // Phase 6: the first decode step (the oracle's first token after the gate
 // prompt, on the NPU prefill's own KV cache) run on the executor keeping every
 // value, then diagnose_run on it.

@@ -34,21 +34,24 @@ std::vector<float> row_of(const std::vector<float>& v, int64_t rows, int64_t las
 }
 
 // The weight and host inputs, rounded to bf16 once per name (the LM head and
-// a tied embedding share one table).
+// a tied embedding share one table); weights once per caller's store when it
+// keeps one across calls.
 class FixedCache {
  public:
-  explicit FixedCache(const FixedValue& f) : f_(f) {}
+  FixedCache(const FixedValue& f, WeightStore* weights) : f_(f), weights_(weights) {}
   const std::vector<float>& get(const ValueRef& r) {
     const std::string key = whole(r).str();
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
+    auto& cache = r.kind == ValueKind::weight && weights_ != nullptr ? *weights_ : cache_;
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
     std::vector<float> v = f_(whole(r));
     if (deployed_as_bf16(r)) round_bf16_inplace(v);
-    return cache_.emplace(key, std::move(v)).first->second;
+    return cache.emplace(key, std::move(v)).first->second;
   }
 
  private:
   const FixedValue& f_;
+  WeightStore* weights_;
   std::map<std::string, std::vector<float>> cache_;
 };
 
@@ -69,29 +72,38 @@ bool deployed_as_bf16(const ValueRef& r) {
 
 std::vector<LocalCheck> local_checks(const compiler::Graph& g,
                                      const std::map<std::string, std::vector<float>>& npu,
-                                     const FixedValue& fixed, int64_t last_row) {
+                                     const FixedValue& fixed, int64_t last_row, WeightStore* weights) {
   std::vector<LocalCheck> out;
-  FixedCache cache(fixed);
+  FixedCache cache(fixed, weights);
   for (const Node& n : g.nodes) {
     if (n.shape.op == "argmax") continue;
     auto got = npu.find(n.output.str());
     if (got == npu.end()) continue;
-    std::vector<std::vector<float>> in;
+    // Spans over the values where they are (the LM head's table is copied
+    // per call otherwise: phase 6 gates every decode step); rows taken by a
+    // last_row ref are owned here, reserved so the spans stay valid.
+    std::vector<std::vector<float>> rows;
+    rows.reserve(n.inputs.size());
+    std::vector<std::span<const float>> spans;
     bool complete = true;
     for (const ValueRef& r : n.inputs) {
+      const std::vector<float>* v = nullptr;
       if (r.kind != ValueKind::activation) {
-        in.push_back(r.last_row ? row_of(cache.get(r), g.seq, last_row, r.str()) : cache.get(r));
-        continue;
-      }
-      auto it = npu.find(whole(r).str());
-      if (it == npu.end()) {
+        v = &cache.get(r);
+      } else if (auto it = npu.find(whole(r).str()); it != npu.end()) {
+        v = &it->second;
+      } else {
         complete = false;  // a value the plan did not keep: nothing to condition on
         break;
       }
-      in.push_back(r.last_row ? row_of(it->second, g.seq, last_row, r.str()) : it->second);
+      if (r.last_row) {
+        rows.push_back(row_of(*v, g.seq, last_row, r.str()));
+        spans.emplace_back(rows.back());
+      } else {
+        spans.emplace_back(*v);
+      }
     }
     if (!complete) continue;
-    const std::vector<std::span<const float>> spans(in.begin(), in.end());
     const std::vector<float> ref = reference_op(n.shape, spans);
     LocalCheck c{n.output.str(), {}, kernel_threshold(n.shape)};
     NoiseModel nm = c.threshold.noise;

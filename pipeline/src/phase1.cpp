@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <map>
 
@@ -377,6 +378,34 @@ Inputs near_tie_inputs(const kernels::OpShape& s, Inputs in) {
   return in;
 }
 
+// The far-position probe of RoPE: the same x under the tables of the model's
+// last M positions. At the gate's positions (0 .. seq) the lowest-frequency
+// pairs turn by less than one bf16 ulp (theta^(-(d-2)/d) * 17 ~ 1e-5 rad for
+// theta 1e6), so a bug in their sin term (a sign, a swapped pair) moves almost
+// no output; near the context length the same pairs turn by 1e-2 - 1e-1 rad,
+// and every such value moves by many ulps.
+Inputs far_position_inputs(const model::ModelConfig& c, const kernels::OpShape& s, Inputs in) {
+  const int64_t M = s.dim("M");
+  const int64_t last = std::max(c.max_position_embeddings, c.default_context());
+  const oracle::RopeTable t = oracle::rope_table(c, std::max<int64_t>(last - M, 0), M);
+  in[1] = t.cos;
+  in[2] = t.sin;
+  return in;
+}
+
+using Probe = std::function<Inputs(const kernels::OpShape&, Inputs)>;
+
+// The probes an op gets besides the tap inputs (each a KernelResult of its own,
+// the node named with the tag).
+std::vector<std::pair<const char*, Probe>> probes_of(const model::ModelConfig& c, const std::string& op) {
+  if (op == "attention_prefill" || op == "attention_decode")
+    return {{":large-scores", large_score_inputs}, {":near-tie", near_tie_inputs}};
+  if (op == "rmsnorm" || op == "head_rmsnorm") return {{":small-rms", small_rms_inputs}};
+  if (op == "rope")
+    return {{":far-positions", [&c](const kernels::OpShape& s, Inputs in) { return far_position_inputs(c, s, std::move(in)); }}};
+  return {};
+}
+
 // Only layer 0 and the model-level tensors: per-layer shapes are identical.
 model::Weights first_layer(const model::ModelConfig& c1, const model::Weights& w) {
   model::Weights out;
@@ -441,15 +470,7 @@ Phase1Report run_phase1(const model::ModelConfig& config, const model::Weights& 
       KernelResult r = run_kernel(d.graph, u, fetch, spec, opts, lookup);
       r.phase = d.phase;
       rep.results.push_back(std::move(r));
-      const bool attention = u.shape.op == "attention_prefill" || u.shape.op == "attention_decode";
-      const bool norm = u.shape.op == "rmsnorm" || u.shape.op == "head_rmsnorm";
-      if (!attention && !norm) continue;
-      using Probe = Inputs (*)(const kernels::OpShape&, Inputs);
-      const std::vector<std::pair<const char*, Probe>> probes =
-          attention ? std::vector<std::pair<const char*, Probe>>{{":large-scores", large_score_inputs},
-                                                                 {":near-tie", near_tie_inputs}}
-                    : std::vector<std::pair<const char*, Probe>>{{":small-rms", small_rms_inputs}};
-      for (const auto& [tag, probe] : probes) {
+      for (const auto& [tag, probe] : probes_of(c1, u.shape.op)) {
         KernelResult p = run_kernel(d.graph, u, [&, probe = probe] { return probe(u.shape, fetch()); }, spec, opts, lookup);
         p.phase = d.phase;
         p.node += tag;

@@ -6,16 +6,20 @@
 // derived before the run from the rounding model of the logits (the phase-1
 // rounding counts summed along the path: phase 3's logits row), never from a
 // measured error. Every such tie is listed. Each step's logits are also gated
-// on the phase-3 logits cosine floor and the statistical metrics.
+// on the phase-3 logits cosine floor and the statistical metrics, and every
+// op of each decode step locally (phase6_steps.h), so a runtime bug in the
+// position, RoPE table or KV cache a step is fed is named at its step and op.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "deploy_internal.h"
 #include "diagnose_run.h"
+#include "phase6_steps.h"
 #include "tessera/core/error.h"
 #include "tessera/pipeline/deploy_thresholds.h"
 #include "tessera/oracle/taps.h"
@@ -82,6 +86,21 @@ void session_tap_checks(Context& ctx, const runtime::Session& s, PhaseResult& r)
   }
 }
 
+// A failing session prefill is diagnosed on its own values at once (the
+// decode steps replace them), with the host values an honest caller supplies.
+std::optional<Diagnosis> diagnose_session_prefill(Context& ctx, const runtime::Session& s,
+                                                  const std::vector<int32_t>& padded, int64_t last_real,
+                                                  const PhaseResult& r) {
+  if (std::all_of(r.checks.begin(), r.checks.end(), [](const GateCheck& c) { return c.passed; })) return std::nullopt;
+  try {
+    return diagnose_run(ctx, s.last_plan().graph, s.last_values(), host_inputs(ctx.config, padded),
+                        "phase 6 session prefill", last_real);
+  } catch (const Error& e) {  // advice only: the failed checks stand
+    ctx.issues.push_back(fmt::format("diagnosis of the phase 6 session prefill not run: {}", e.what()));
+    return std::nullopt;
+  }
+}
+
 }  // namespace
 
 }  // namespace tessera::pipeline::detail
@@ -127,8 +146,11 @@ PhaseResult run_phase6(Context& ctx, std::vector<std::string>&) {
   session_tap_checks(ctx, s, r);
   std::vector<int32_t> padded = orc.prompt;  // a bucketed prefill pads with token 0
   padded.resize(static_cast<size_t>(s.last_plan().graph.seq), 0);
+  const auto last_real = static_cast<int64_t>(orc.prompt.size()) - 1;
   const int64_t local = add_local_checks(ctx, s.last_plan().graph, s.last_values(), padded,
-                                         "session prefill local ", r, static_cast<int64_t>(orc.prompt.size()) - 1);
+                                         "session prefill local ", r, last_real);
+  std::optional<Diagnosis> diagnosis = diagnose_session_prefill(ctx, s, padded, last_real, r);
+  DecodeStepGate step_gate(ctx, s, static_cast<int64_t>(orc.prompt.size()));
   const runtime::CallTiming prefill = s.last_timing();
   double dec_pred = 0, dec_host = 0;
   nlohmann::json ties = nlohmann::json::array(), npu_tokens = nlohmann::json::array();
@@ -158,6 +180,7 @@ PhaseResult run_phase6(Context& ctx, std::vector<std::string>&) {
     ctx.progress("phase 6: decode", i + 1, n);
     if (i + 1 == n) break;
     logits = s.decode(want);  // teacher-forced: the oracle's prefix
+    step_gate.check(s, i, want, r);
     dec_pred += s.last_timing().predicted_seconds;
     dec_host += s.last_timing().host_seconds;
   }
@@ -166,6 +189,7 @@ PhaseResult run_phase6(Context& ctx, std::vector<std::string>&) {
   const double steps = std::max<double>(1, static_cast<double>(n) - 1);
   r.details = {{"oracle_tokens", orc.continuation},
                {"local_checks", local},
+               {"decode_step_checks", {{"passed", step_gate.passed()}, {"failed_steps", step_gate.failed()}}},
                {"npu_tokens", npu_tokens},
                {"disagreements", ties},
                {"phase3_logits_max_abs", p3.max_abs},
@@ -176,7 +200,10 @@ PhaseResult run_phase6(Context& ctx, std::vector<std::string>&) {
                {"decode_predicted_seconds_per_token", dec_pred / steps},
                {"decode_host_seconds_per_token", dec_host / steps},
                {"decode_predicted_tokens_per_second", dec_pred > 0 ? steps / dec_pred : 0.0}};
-  if (r.status == "failed") attach(ctx, r, [&] { return diagnose_decode(ctx); });
+  // The first failure's own diagnosis: the session prefill's, else the
+  // first failing decode step's, else the executor's first decode step.
+  if (!diagnosis) diagnosis = step_gate.diagnosis();
+  if (r.status == "failed") attach(ctx, r, [&] { return diagnosis ? diagnosis : diagnose_decode(ctx); });
   r.host_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return r;
 }

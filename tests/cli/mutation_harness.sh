@@ -4,6 +4,9 @@
 # report.json), run out of disk (exit 3, no report), crash (SIGSEGV) or pass,
 # the harness must count one catch and one survivor, show the other two as
 # ERR rows outside the score, and exit 3 (an incomplete score), not 0 or 1.
+# The row of a catch names the failing check with the most values outside
+# the BF16 reference (not the first one, nor a passing one) and the diagnoser
+# named for the first failure.
 # usage: mutation_harness.sh <tessera (unused)> <source-dir>
 set -euo pipefail
 src="$2"
@@ -19,7 +22,7 @@ while [ $# -gt 0 ]; do
 done
 mkdir -p "$dir"
 pass='{"phase": 1, "status": "passed", "checks": [], "details": {}}'
-fail='{"phase": 1, "status": "failed", "checks": [{"name": "q bf16_reference", "passed": false, "message": "12 outside"}], "details": {}}'
+fail='{"phase": 1, "status": "failed", "checks": [{"name": "q bf16_reference", "passed": false, "message": "12 outside | likely cause: the weight is laid out transposed [transposed_weight]", "metrics": {"bf16_ref_outside": 12}}, {"name": "q_rot:far-positions [rope M=9]", "passed": false, "message": "300 outside", "metrics": {"bf16_ref_outside": 300}}, {"name": "k", "passed": true, "message": "", "metrics": {"bf16_ref_outside": 900}}], "details": {}}'
 case "$bug" in
   "") echo "{\"phases\": [$pass]}" > "$dir/report.json"; exit 0 ;;
   mutant:linear_truncate) echo "{\"phases\": [$fail]}" > "$dir/report.json"; exit 5 ;;
@@ -37,6 +40,8 @@ set -e
 cat "$out/table.txt"
 [ "$rc" -eq 3 ]
 grep -Eq "^linear_truncate +tiny-qwen3 +yes +1 +q bf16_reference" "$out/table.txt"
+# the strongest failing check, not the first one nor a passing one
+grep -Eq "^linear_truncate .*\|\| most outside the BF16 reference: q_rot:far-positions 300 \|\| diagnosis: transposed_weight$" "$out/table.txt"
 grep -Eq "^gemv_bf16_accum +tiny-qwen3 +ERR3 .*No space left" "$out/table.txt"
 grep -Eq "^silu_slope_2pct +tiny-qwen3 +ERR139 .*killed by signal 11" "$out/table.txt"
 grep -Eq "^rope_truncate +tiny-qwen3 +NO " "$out/table.txt"

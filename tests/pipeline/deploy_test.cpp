@@ -179,6 +179,10 @@ TEST(Deploy, TinyQwen3Passes) {
   bool local_rope = false;
   for (const auto& c : r.phases[6].checks) local_rope |= c.name == "session prefill local L1.k_rot";
   EXPECT_TRUE(local_rope);
+  // Every op of each of the 5 decode steps is gated locally too, and passes.
+  const auto& steps = r.phases[6].details.at("decode_step_checks");
+  EXPECT_GE(steps.at("passed").get<int64_t>(), 5 * 28);
+  EXPECT_EQ(steps.at("failed_steps").get<int64_t>(), 0);
 }
 
 // A half-ulp bias in the session's own RoPE table (a host input only the
@@ -191,6 +195,69 @@ TEST(Deploy, SessionRopeTruncateIsCaughtAtTheRopeOp) {
   ASSERT_FALSE(r.passed());
   EXPECT_EQ(r.phases.back().phase, 6);
   EXPECT_NE(r.failure().find("session prefill local L0.q_rot"), std::string::npos) << r.failure();
+  // Diagnosed on the session's own prefill values, not the executor's.
+  const auto& d = r.phases.back().details.at("diagnoses").at(0);
+  EXPECT_EQ(d.at("diagnoser"), "rope_table_precision") << d.dump();
+  EXPECT_NE(d.at("cause").get<std::string>().find("truncated"), std::string::npos) << d.dump();
+}
+
+// Phase 6 with a session mutant (core/mutants.h): the first failing check and
+// the diagnosis attached to it (details["diagnoses"][0]).
+struct SessionBugSeen {
+  std::string first_failed, diagnoser, cause, where;
+  std::vector<std::string> phase5_failed;  // phase 5's failing checks (it does not stop the deploy)
+};
+
+SessionBugSeen session_bug(Mutant m, const std::string& dir) {
+  set_active_mutant(m);
+  const DeployReport r = deploy(tiny_options("tiny", scratch(dir)));
+  set_active_mutant(Mutant::none);
+  SessionBugSeen s;
+  EXPECT_FALSE(r.passed());
+  if (r.passed() || r.phases.back().phase != 6) return s;
+  for (const auto& c : r.phases[5].checks)
+    if (!c.passed) s.phase5_failed.push_back(c.name);
+  for (const auto& c : r.phases.back().checks)
+    if (!c.passed) {
+      s.first_failed = c.name;
+      break;
+    }
+  const auto& d = r.phases.back().details.at("diagnoses").at(0);
+  s.diagnoser = d.at("diagnoser");
+  s.cause = d.at("cause");
+  s.where = d.at("where");
+  return s;
+}
+
+// Issue 12: a session bug in a decode step is gated at that step and op
+// (phase6_steps.h) and diagnosed by a known pattern, not "unknown".
+TEST(Deploy, SessionDecodeRopeAtTheNextPositionIsNamedAtItsStep) {
+  const SessionBugSeen s = session_bug(Mutant::session_decode_rope_next_pos, "rope-next");
+  EXPECT_EQ(s.first_failed, "decode step 0 local L0.q_rot");
+  EXPECT_EQ(s.diagnoser, "rope_position_offset");
+  EXPECT_NE(s.cause.find("off by +1"), std::string::npos) << s.cause;
+  EXPECT_EQ(s.where.rfind("phase 6 decode step 0 node L0.q_rot (rope ", 0), 0u) << s.where;
+  // Phase 5 fails its decode gate with every pass, and without them too: it
+  // rolls no pass back in the bug's name.
+  EXPECT_EQ(s.phase5_failed, std::vector<std::string>{"decode path with the kept passes"});
+}
+
+TEST(Deploy, SessionStuckPositionIsNamedAtItsStep) {
+  const SessionBugSeen s = session_bug(Mutant::session_stuck_pos, "stuck-pos");
+  EXPECT_EQ(s.first_failed, "decode step 1 position");
+  EXPECT_EQ(s.diagnoser, "rope_position_offset");
+  EXPECT_NE(s.cause.find("off by -1"), std::string::npos) << s.cause;
+}
+
+// The last layer's cache keeps row P - 1 in place of row P: the next step's
+// kv_append gets an old row that differs from what the NPU wrote (a cache the
+// caller kept wrong, not a write at the wrong place nor an attention read).
+TEST(Deploy, SessionStaleCacheRowIsNamedAtTheNextStepsKvAppend) {
+  const SessionBugSeen s = session_bug(Mutant::session_kv_stale_row, "stale-row");
+  const std::string last = "L" + std::to_string(model::preset("tiny").num_layers - 1);
+  EXPECT_EQ(s.first_failed, "decode step 1 local " + last + ".k_cache");
+  EXPECT_EQ(s.diagnoser, "kv_cache_rows");
+  EXPECT_NE(s.cause.find("holding row"), std::string::npos) << s.cause;
 }
 
 // Deploys tiny with `weight` negated on the device; returns the report, which

@@ -132,7 +132,7 @@ TEST(Diagnosers, RegistryHasOneEntryPerCause) {
   for (const DiagnoserInfo& d : diagnosers()) EXPECT_TRUE(names.insert(d.name).second) << d.name;
   for (const char* n : {"transposed_weight", "rope_pairing", "rope_position_offset", "bias", "gqa_head_mapping",
                         "softmax_overflow", "norm_eps_or_weight", "kv_position", "layout_mismatch", "device_limit",
-                        "wrong_weight"})
+                        "wrong_weight", "kv_cache_rows", "rope_table_precision"})
     EXPECT_TRUE(names.count(n)) << n;
 }
 
@@ -363,7 +363,7 @@ TEST(Diagnosers, KvWrittenAtTheWrongPosition) {
 }
 
 // The executor's host kv_append of layer 1 writes the decode row one early:
-// phase 6 fails, its decode step is re-run keeping every value.
+// phase 6 names the first decode step and the layer whose kv_append it was.
 TEST(Diagnosers, KvWrittenEarlyInDecodeFailsPhase6) {
   struct Reset {
     ~Reset() { set_active_mutant(Mutant::none); }
@@ -376,7 +376,7 @@ TEST(Diagnosers, KvWrittenEarlyInDecodeFailsPhase6) {
   o.plant_pass_bug = "kv-resident";
   const Outcome r = run(o);
   expect_named(r, 6, "kv_position");
-  EXPECT_NE(r.issues.find("phase 6 decode step node L1.k_cache"), std::string::npos) << r.issues;
+  EXPECT_NE(r.issues.find("phase 6 decode step 0 node L1.k_cache"), std::string::npos) << r.issues;
   EXPECT_NE(r.issues.find("rows written at pos -1"), std::string::npos) << r.issues;
 }
 

@@ -414,6 +414,42 @@ TEST(Phase1PlantedBug, AttentionSumInBf16FailsTheBf16Reference) {
   expect_fails(rep, "attn_out", "bf16_reference");
 }
 
+// The sign of sin flipped on the lowest-frequency pair only: at the gate's
+// positions 0-8 that pair turns by < 2e-3 rad (tiny: theta 1e4, head_dim 32),
+// below one bf16 ulp of the rotation, so the tap inputs see few values move;
+// the far-position probe (the last 9 of 2048 positions, ~0.36 rad) moves both
+// values of that pair in every head and row by many ulps.
+TEST(Phase1PlantedBug, RopeSinSignOfTheLastPairFailsTheFarPositionProbe) {
+  const MutantScope m(Mutant::rope_sin_sign_last_pair);
+  const Phase1Report rep = run_phase1(tiny().config, tiny().weights, npu::DeviceSpec::preset("xdna2"), small());
+  expect_fails(rep, "q_rot:far-positions", "bf16_reference");
+  int64_t near = -1, far = -1;
+  for (const auto& k : rep.results) {
+    if (k.phase != "prefill") continue;
+    if (k.node == "q_rot") near = k.metrics.bf16_ref_outside;
+    if (k.node == "q_rot:far-positions") far = k.metrics.bf16_ref_outside;
+  }
+  const int64_t pair_values = 9 * tiny().config.num_heads * 2;  // rows x heads x the pair's 2 values
+  EXPECT_GE(far, pair_values * 9 / 10) << "near " << near;
+  // At positions 0-8 a value moves by at most 2 * 1.4e-3 of its partner, under
+  // one ulp (2^-8) unless the partner is the larger: fewer than half are seen.
+  EXPECT_LT(near, pair_values / 2) << "far " << far;
+}
+
+// Honest RoPE at the far positions stays inside the BF16-exact reference and
+// its statistical gates (the tables are f32 there as everywhere).
+TEST(Phase1, RopeFarPositionProbePassesHonestly) {
+  const Phase1Report rep = run_phase1(tiny().config, tiny().weights, npu::DeviceSpec::preset("xdna2"), small());
+  int probes = 0;
+  for (const auto& k : rep.results)
+    if (k.node.ends_with(":far-positions")) {
+      ++probes;
+      EXPECT_EQ(k.status, KernelStatus::pass) << k.phase << " " << k.node << " " << k.message;
+      EXPECT_EQ(k.metrics.bf16_ref_outside, 0) << k.phase << " " << k.node;
+    }
+  EXPECT_EQ(probes, 4);  // q_rot and k_rot, prefill and decode
+}
+
 // Phase 1 must run what the deployment runs: the RoPE design takes f32 cos /
 // sin tables, so phase 1 feeds them unrounded, and a design that rounds them
 // to bf16 on the way in (2^-9 relative on every rotation) disagrees with the

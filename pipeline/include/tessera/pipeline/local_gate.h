@@ -53,12 +53,19 @@ using FixedValue = std::function<std::vector<float>(const compiler::ValueRef&)>;
 // gates feed each op what the deployment feeds it.
 bool deployed_as_bf16(const compiler::ValueRef& r);
 
+// Weights as the NPU takes them (bf16-rounded), by ValueRef::str(): a caller
+// gating many calls of one model (phase 6's decode steps) keeps one store so
+// each weight is fetched and rounded once, not once per call.
+using WeightStore = std::map<std::string, std::vector<float>>;
+
 // One check per node of `g` whose output and activation inputs are all in
 // `npu` (executor values by ValueRef::str()); argmax nodes are left to their
 // own gate. `last_row` is the row a last_row ref takes (-1: the last), as in
-// runtime::Executor::run. Nodes are visited in graph order.
+// runtime::Executor::run. Nodes are visited in graph order. `weights`: see
+// WeightStore (null: fetched for this call only).
 std::vector<LocalCheck> local_checks(const compiler::Graph& g,
                                      const std::map<std::string, std::vector<float>>& npu,
-                                     const FixedValue& fixed, int64_t last_row = -1);
+                                     const FixedValue& fixed, int64_t last_row = -1,
+                                     WeightStore* weights = nullptr);
 
 }  // namespace tessera::pipeline
