@@ -221,6 +221,18 @@ TEST_P(LinearOnDevice, RowMajorLayoutRefusesWhatItCannotReadUnpadded) {
                LimitError);  // M < rows * m
 }
 
+// A decode gemv splits K into blocks that tile it exactly when at most twice
+// the fewest fitting blocks do, so its x is the plain row silu_mul writes:
+// qwen2.5-3b's down (K = 11008) fits 3 blocks of 3712 (padded), and takes 4
+// of 2752. K = 64 * 139 has no exact split short of 139 blocks: padded.
+TEST_P(LinearOnDevice, DecodeKSplitTilesKExactlyWhenItCan) {
+  EXPECT_EQ(plan_linear(1, 11008, 2048, spec).Kp(), 11008);
+  check_linear(1, 11008, 300, spec, {{kRowMajorTile, 1}});
+  EXPECT_NE(plan_linear(1, 64 * 139, 256, spec).Kp(), 64 * 139);
+  EXPECT_THROW(op_builder("linear").build(linear_shape(1, 64 * 139, 256), spec, {{kRowMajorTile, 1}}),
+               LimitError);
+}
+
 INSTANTIATE_TEST_SUITE_P(Presets, LinearOnDevice, ::testing::Values("xdna2", "xdna1"));
 
 // Cutting blocks out of row-major x / y by shim patterns is charged by the
