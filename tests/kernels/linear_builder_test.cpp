@@ -13,6 +13,7 @@
 #include "tessera/kernels/builders/linear.h"
 #include "tessera/kernels/op_builder.h"
 #include "tessera/model/config.h"
+#include "tessera/npu/errors.h"
 #include "tessera/npu/timing.h"
 #include "tessera/oracle/ops.h"
 
@@ -231,6 +232,19 @@ TEST_P(LinearOnDevice, DecodeKSplitTilesKExactlyWhenItCan) {
   EXPECT_NE(plan_linear(1, 64 * 139, 256, spec).Kp(), 64 * 139);
   EXPECT_THROW(op_builder("linear").build(linear_shape(1, 64 * 139, 256), spec, {{kRowMajorTile, 1}}),
                LimitError);
+}
+
+// A given K block whose two y objects fit L1 by size but leave the
+// accumulator no gap between bank-aligned x and w (smollm2-135m's k/v at the
+// layout policy's k = 144, n = 24, m = 64) builds with one y object.
+TEST(LinearBuilder, GivenKBlockThatTwoYObjectsCannotPlaceTakesOne) {
+  auto spec = npu::DeviceSpec::preset("xdna2");
+  const TileOptions given{{"gemm", 1}, {"k", 144}, {"n", 24}};
+  EXPECT_THROW(op_builder("linear").build(linear_shape(300, 576, 192), spec,
+                                          {{"gemm", 1}, {"k", 144}, {"n", 24}, {"y_depth", 2}}),
+               npu::DesignError);
+  EXPECT_EQ(op_builder("linear").build(linear_shape(300, 576, 192), spec, given).tiles.at("y_depth"), 1);
+  check_linear(300, 576, 192, spec, given);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, LinearOnDevice, ::testing::Values("xdna2", "xdna1"));
