@@ -122,17 +122,9 @@ kernels::TileOptions layout_tiles(const kernels::OpShape& shape, const npu::Devi
   // The largest prefill bucket's GEMM blocking. n depends only on N and the
   // array; k is the largest K block that fits L1 next to a 64-row x block, so
   // it also fits every smaller M block: one W layout serves every prefill M.
-  // A K block that tiles K exactly is kept over the longer one a single y
-  // object buys (k = 80 pads K = 2048 to 2080): the row-wise producers write
-  // a gemm's blocked x only in whole k blocks, so a padded K would split the
-  // norms from the GEMMs they feed (llama-3.2-1b S = 2048: 7 dispatches per
-  // layer and 895.2 ms predicted, against 5 and 889.9 ms).
-  const int64_t kLayoutM = 2048, K = shape.dim("K"), N = shape.dim("N");
-  kernels::LinearPlan p = kernels::plan_linear(kLayoutM, K, N, spec, {{"gemm", 1}});
-  if (p.Kp() != K) {
-    const kernels::LinearPlan two = kernels::plan_linear(kLayoutM, K, N, spec, {{"gemm", 1}, {"y_depth", 2}});
-    if (two.Kp() == K) p = two;
-  }
+  const int64_t kLayoutM = 2048;
+  const kernels::LinearPlan p = kernels::plan_linear(kLayoutM, shape.dim("K"), shape.dim("N"),
+                                                     spec, {{"gemm", 1}});
   return {{"gemm", 1}, {"k", p.k}, {"n", p.n}};
 }
 

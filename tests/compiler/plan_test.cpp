@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/compiler/plan.h"
-#include "tessera/kernels/builders/linear.h"
 #include "tessera/core/error.h"
 #include "compiler_test_util.h"
 
@@ -182,21 +181,6 @@ TEST(Plan, PrefillWeightLayoutIsTheSameForEveryM) {
       EXPECT_EQ(prefill_keys.count(decode_key), 0u) << preset << " K=" << K << " N=" << N;
     }
   }
-}
-
-// The policy's K block tiles K exactly when the builder's default pads it
-// (k = 80 of one y object at K = 2048): a row-wise producer writes the gemm's
-// x in whole k blocks only, so a padded K would keep the norms apart from the
-// GEMMs they feed. A K that no block tiles keeps the builder's default.
-TEST(Plan, PrefillLayoutKBlockTilesKExactlyWhenItCan) {
-  const npu::DeviceSpec& spec = cache().spec();
-  for (int64_t K : {2048, 8192}) {
-    const kernels::OpShape s{"linear", {{"M", 2048}, {"K", K}, {"N", 2048}}, {}};
-    ASSERT_NE(kernels::plan_linear(2048, K, 2048, spec, {{"gemm", 1}}).Kp(), K);  // default pads
-    EXPECT_EQ(K % layout_tiles(s, spec).at("k"), 0) << K;
-  }
-  const kernels::OpShape odd{"linear", {{"M", 2048}, {"K", 1000}, {"N", 2048}}, {}};
-  EXPECT_EQ(layout_tiles(odd, spec).at("k"), kernels::plan_linear(2048, 1000, 2048, spec, {{"gemm", 1}}).k);
 }
 
 // The same, byte for byte, for a real weight rather than the probe: the
