@@ -13,6 +13,7 @@
 #include "tessera/kernels/builders/linear.h"
 #include "tessera/kernels/op_builder.h"
 #include "tessera/model/config.h"
+#include "tessera/npu/errors.h"
 #include "tessera/npu/timing.h"
 #include "tessera/oracle/ops.h"
 
@@ -219,6 +220,31 @@ TEST_P(LinearOnDevice, RowMajorLayoutRefusesWhatItCannotReadUnpadded) {
   EXPECT_THROW(op_builder("linear").build(linear_shape(40, 128, 512), spec,
                                           {{kRowMajorTile, 1}, {"m", 16}, {"rows", 4}}),
                LimitError);  // M < rows * m
+}
+
+// A decode gemv splits K into blocks that tile it exactly when at most twice
+// the fewest fitting blocks do, so its x is the plain row silu_mul writes:
+// qwen2.5-3b's down (K = 11008) fits 3 blocks of 3712 (padded), and takes 4
+// of 2752. K = 64 * 139 has no exact split short of 139 blocks: padded.
+TEST_P(LinearOnDevice, DecodeKSplitTilesKExactlyWhenItCan) {
+  EXPECT_EQ(plan_linear(1, 11008, 2048, spec).Kp(), 11008);
+  check_linear(1, 11008, 300, spec, {{kRowMajorTile, 1}});
+  EXPECT_NE(plan_linear(1, 64 * 139, 256, spec).Kp(), 64 * 139);
+  EXPECT_THROW(op_builder("linear").build(linear_shape(1, 64 * 139, 256), spec, {{kRowMajorTile, 1}}),
+               LimitError);
+}
+
+// A given K block whose two y objects fit L1 by size but leave the
+// accumulator no gap between bank-aligned x and w (smollm2-135m's k/v at the
+// layout policy's k = 144, n = 24, m = 64) builds with one y object.
+TEST(LinearBuilder, GivenKBlockThatTwoYObjectsCannotPlaceTakesOne) {
+  auto spec = npu::DeviceSpec::preset("xdna2");
+  const TileOptions given{{"gemm", 1}, {"k", 144}, {"n", 24}};
+  EXPECT_THROW(op_builder("linear").build(linear_shape(300, 576, 192), spec,
+                                          {{"gemm", 1}, {"k", 144}, {"n", 24}, {"y_depth", 2}}),
+               npu::DesignError);
+  EXPECT_EQ(op_builder("linear").build(linear_shape(300, 576, 192), spec, given).tiles.at("y_depth"), 1);
+  check_linear(300, 576, 192, spec, given);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, LinearOnDevice, ::testing::Values("xdna2", "xdna1"));

@@ -84,10 +84,11 @@ void plan_streams(LinearPlan& p, const TileOptions& t, const npu::DeviceSpec& sp
 // carries; a call costs only tens of cycles, so small objects are cheap.
 constexpr int64_t kTargetObjects = 64;
 
-void plan_gemv(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::DeviceSpec& spec) {
-  plan_streams(p, t, spec);
-  p.m = opt(t, "m", std::min(p.M, kGemvMaxM));
-  p.S = ceil_div(p.M, p.m);
+// One pass of the gemv's K-split search (plan_gemv). `exact_up_to` > 0
+// takes only splits of at most that many blocks that tile K exactly, and
+// only a full fit (no fallback).
+std::optional<LinearPlan> search_k_split(const LinearPlan& p, const TileOptions& t, int64_t budget,
+                                         int64_t exact_up_to) {
   // The matrix unit's n granule; for m = 1 a y object must still be whole
   // 4-byte DMA words.
   const int64_t gran = p.m > 1 ? 4 : 2;
@@ -98,11 +99,12 @@ void plan_gemv(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::D
   // the weights each stream carries next to it (T n rows), so it needs n >=
   // 2m / T; failing that anywhere, the first K split that fits at all.
   std::optional<LinearPlan> fallback;
-  for (int64_t kb = 1; kb <= 256; ++kb) {
+  for (int64_t kb = 1; kb <= (exact_up_to > 0 ? exact_up_to : 256); ++kb) {
     LinearPlan c = p;
     c.k = opt(t, "k", round_up(ceil_div(p.K, kb), q));
     c.kb = ceil_div(p.K, c.k);
     if (c.kb != kb && !t.count("k")) continue;
+    if (exact_up_to > 0 && c.Kp() != p.K) continue;
     for (int res : {1, 0}) {
       if (t.count("x_resident") && opt(t, "x_resident", 1) != res) continue;
       c.x_resident = res != 0;
@@ -112,17 +114,28 @@ void plan_gemv(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::D
       const int64_t n_min = c.x_resident ? gran : round_up(ceil_div(2 * c.m, c.T), gran);
       int64_t n = round_up(ceil_div(rows_per_tile, ceil_div(kTargetObjects, c.kb)), gran);
       c.n = opt(t, "n", std::clamp(std::max(n, n_min), gran, n_max));
-      if (!fallback) fallback = c;
-      if (n_max >= n_min || t.count("n")) {
-        p = c;
-        p.NB = ceil_div(p.N, int64_t{p.streams()} * p.T * p.n);
-        return;
-      }
+      if (!fallback && exact_up_to == 0) fallback = c;
+      if (n_max >= n_min || t.count("n")) return c;
     }
     if (t.count("k")) break;
   }
-  if (!fallback) no_fit(p, spec, "no K split fits");
-  p = *fallback;
+  return fallback;
+}
+
+void plan_gemv(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::DeviceSpec& spec) {
+  plan_streams(p, t, spec);
+  p.m = opt(t, "m", std::min(p.M, kGemvMaxM));
+  p.S = ceil_div(p.M, p.m);
+  std::optional<LinearPlan> c = search_k_split(p, t, budget, 0);
+  if (!c) no_fit(p, spec, "no K split fits");
+  // One row (decode) whose fewest fitting K blocks pad K: K blocks that tile
+  // it exactly, if at most twice as many fit. x is then the plain row a
+  // row-wise producer writes (silu_mul into down at K = 11008: 3 blocks of
+  // 3712 pad it, 4 of 2752 do not), so the two fuse without a re-layout; the
+  // weights still cross DDR once, in more, shorter dot products.
+  if (p.M == 1 && !t.count("k") && c->Kp() != p.K)
+    if (auto e = search_k_split(p, t, budget, 2 * c->kb)) c = e;
+  p = *c;
   p.NB = ceil_div(p.N, int64_t{p.streams()} * p.T * p.n);
 }
 
