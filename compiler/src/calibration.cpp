@@ -120,6 +120,7 @@ LlamaFigures::LlamaFigures(const npu::DeviceSpec& base) {
     const char* step;
     bool decode;
     double seconds;
+    bool fitted = true;
   };
   const AirStep steps[] = {
       {"dispatch rms_gemms_rope (prefill)", "rms_gemms_rope", false, 7.3e-3},
@@ -127,7 +128,10 @@ LlamaFigures::LlamaFigures(const npu::DeviceSpec& base) {
       {"dispatch o_ffn (prefill)", "o_ffn", false, 41.0e-3},
       {"K/V copy-out per layer (prefill)", "kv_copy_out", false, 1.1e-3},
       {"LM head 8 partitions (prefill)", "lm_head", false, 13.6e-3},
-      {"dispatch rms_gemv_rope (decode)", "rms_gemv_rope", true, 0.9e-3},
+      // Predicted, not fitted: about half of it is in no term of the model, and
+      // fitted it pulls DDR and the DMA object cost to their bounds
+      // (docs/calibration.md, part E).
+      {"dispatch rms_gemv_rope (decode)", "rms_gemv_rope", true, 0.9e-3, false},
       {"CPU attention per layer (decode)", "cpu_attention", true, 0.3e-3},
       {"dispatch o_gemv_ffn (decode)", "o_gemv_ffn", true, 3.6e-3},
       {"LM head 8 partitions (decode)", "lm_head", true, 13.5e-3},
@@ -135,7 +139,7 @@ LlamaFigures::LlamaFigures(const npu::DeviceSpec& base) {
   for (const AirStep& st : steps) {
     const StyleStep* s = &air->step(st.step, st.decode);
     figures_.push_back({st.name, "dispatch", "tessera plan --style mlir-air",
-                        std::string(kRef) + " per-dispatch times (April 2026)", st.seconds, true,
+                        std::string(kRef) + " per-dispatch times (April 2026)", st.seconds, st.fitted,
                         [air, s](TimingMemo& m) {
                           const StepTime t = time_step(*s, m);
                           return FigurePrediction{t.seconds, t.bound};
