@@ -33,6 +33,7 @@ struct Registry {
   kernels::TileOptions tiles;
   const char* config;
   double seconds;
+  bool single = false;  // compiled with omit_pingpong (omit_pingpong())
 };
 
 std::vector<Registry> registry_figures(const model::ModelConfig& c) {
@@ -65,11 +66,13 @@ std::vector<Registry> registry_figures(const model::ModelConfig& c) {
        "(32 tiles); fully masked K/V blocks streamed, their calls skipped (CascadePlan)",
        15.3e-3},
       {"registry GEMV Q 2048x2048", shape("linear", {{"M", 1}, {"K", H}, {"N", H}}), gemv,
-       "8 cores (herd_m 8), builder's rows per call (source: tile_m 8, m_input 4)", 321e-6},
+       "8 cores (herd_m 8), builder's rows per call (source: tile_m 8, m_input 4); "
+       "omit_pingpong (matvec.py's runner)", 321e-6, true},
       {"registry GEMV gate/up 8192x2048", shape("linear", {{"M", 1}, {"K", H}, {"N", I}}), gemv,
-       "8 cores (herd_m 8), builder's rows per call", 1155e-6},
+       "8 cores (herd_m 8), builder's rows per call; omit_pingpong", 1155e-6, true},
       {"registry GEMV down 2048x8192", shape("linear", {{"M", 1}, {"K", I}, {"N", H}}), gemv,
-       "8 cores (herd_m 8), builder's rows per call (source: tile_m 2)", 1038e-6},
+       "8 cores (herd_m 8), builder's rows per call (source: tile_m 2); omit_pingpong", 1038e-6,
+       true},
   };
 }
 
@@ -95,6 +98,7 @@ LlamaFigures::LlamaFigures(const npu::DeviceSpec& base) {
   std::set<std::string> kernels;
   for (const Registry& r : registry_figures(c)) {
     auto op = cache->get(r.shape, r.tiles).op;
+    if (r.single) op = omit_pingpong(*op, base);
     add_kernels(kernels, op->design);
     figures_.push_back({r.name, "registry", r.config, std::string(kRef) + " kernel registry",
                         r.seconds, true, [op](TimingMemo& m) {
@@ -116,6 +120,7 @@ LlamaFigures::LlamaFigures(const npu::DeviceSpec& base) {
     const char* step;
     bool decode;
     double seconds;
+    bool fitted = true;
   };
   const AirStep steps[] = {
       {"dispatch rms_gemms_rope (prefill)", "rms_gemms_rope", false, 7.3e-3},
@@ -123,7 +128,10 @@ LlamaFigures::LlamaFigures(const npu::DeviceSpec& base) {
       {"dispatch o_ffn (prefill)", "o_ffn", false, 41.0e-3},
       {"K/V copy-out per layer (prefill)", "kv_copy_out", false, 1.1e-3},
       {"LM head 8 partitions (prefill)", "lm_head", false, 13.6e-3},
-      {"dispatch rms_gemv_rope (decode)", "rms_gemv_rope", true, 0.9e-3},
+      // Predicted, not fitted: about half of it is in no term of the model, and
+      // fitted it pulls DDR and the DMA object cost to their bounds
+      // (docs/calibration.md, part E).
+      {"dispatch rms_gemv_rope (decode)", "rms_gemv_rope", true, 0.9e-3, false},
       {"CPU attention per layer (decode)", "cpu_attention", true, 0.3e-3},
       {"dispatch o_gemv_ffn (decode)", "o_gemv_ffn", true, 3.6e-3},
       {"LM head 8 partitions (decode)", "lm_head", true, 13.5e-3},
@@ -131,7 +139,7 @@ LlamaFigures::LlamaFigures(const npu::DeviceSpec& base) {
   for (const AirStep& st : steps) {
     const StyleStep* s = &air->step(st.step, st.decode);
     figures_.push_back({st.name, "dispatch", "tessera plan --style mlir-air",
-                        std::string(kRef) + " per-dispatch times (April 2026)", st.seconds, true,
+                        std::string(kRef) + " per-dispatch times (April 2026)", st.seconds, st.fitted,
                         [air, s](TimingMemo& m) {
                           const StepTime t = time_step(*s, m);
                           return FigurePrediction{t.seconds, t.bound};
@@ -167,12 +175,14 @@ LlamaFigures::LlamaFigures(const npu::DeviceSpec& base) {
 
 // dispatch_overhead_seconds is measured directly (43.7-50.1 us, the dispatch
 // microbenchmark); fitted to composite figures it drifted to 91 us, twice the
-// measurement, so it stays at its sourced value.
+// measurement, so it stays at its sourced value. ddr_bytes_per_second too
+// (60 GB/s sourced, memcpy 66.6): with single buffers modelled the LM head
+// pulled it to its 45 GB/s floor, a third below the memcpy measurement.
 const std::vector<std::string>& fitted_fields() {
   static const std::vector<std::string> f = {
       "vector_lanes_per_cycle",   "gemv_macs_per_cycle",     "mmul_loop_overhead_cycles",
       "core_call_overhead_cycles",
-      "dma_object_overhead_cycles", "ddr_bytes_per_second",
+      "dma_object_overhead_cycles",
       "host_bytes_per_second",    "host_call_overhead_seconds", "host_copy_bytes_per_second"};
   return f;
 }
@@ -185,7 +195,6 @@ double& field(npu::DeviceSpec& s, const std::string& name) {
   if (name == "mmul_loop_overhead_cycles") return s.mmul_loop_overhead_cycles;
   if (name == "core_call_overhead_cycles") return s.core_call_overhead_cycles;
   if (name == "dma_object_overhead_cycles") return s.dma_object_overhead_cycles;
-  if (name == "ddr_bytes_per_second") return s.ddr_bytes_per_second;
   if (name == "host_bytes_per_second") return s.host_bytes_per_second;
   if (name == "host_call_overhead_seconds") return s.host_call_overhead_seconds;
   if (name == "host_copy_bytes_per_second") return s.host_copy_bytes_per_second;

@@ -4,6 +4,7 @@
 #include "tessera/compiler/style_published.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -54,6 +55,9 @@ kernels::TileOptions air_tiles(const kernels::OpShape& s, bool decode) {
   // LQP 256 (4 q tiles), LKP 64, a 4-deep cascade (the builder halves the
   // blocks for head_dim 128 to fit L1).
   if (op == "attention_prefill") return {{"cascade", 4}, {"qtiles", 4}};
+  // Decode: RMSNorm and RoPE on one core ([1,1]), the adds and SiLU x mul on
+  // [8,1] (rms_gemv_rope_multi.py, o_gemv_ffn_multi.py).
+  if (decode && (op == "silu_mul" || op == "residual_add")) return {{"rows", 1}};
   if (op == "rmsnorm" || op == "rope" || op == "silu_mul" || op == "residual_add" ||
       op == "bias_add" || op == "head_rmsnorm")
     return decode ? kernels::TileOptions{{"columns", 1}, {"rows", 1}}
@@ -98,12 +102,38 @@ std::shared_ptr<const kernels::BuiltOp> iron_gemm(const kernels::BuiltOp& linear
   return op;
 }
 
+}  // namespace
+
+std::shared_ptr<const kernels::BuiltOp> omit_pingpong(const kernels::BuiltOp& op,
+                                                      const npu::DeviceSpec& spec) {
+  auto out = std::make_shared<kernels::BuiltOp>(op);
+  auto on_core = [&](npu::TileCoord t) { return spec.kind_of_row(t.row) == npu::TileKind::compute; };
+  for (npu::Launch& l : out->design.launches) {
+    // A core holding k objects at once (K and V of one block) keeps k buffers.
+    std::map<std::string, int64_t> held;
+    std::function<void(const std::vector<npu::CoreOp>&)> scan = [&](const auto& ops) {
+      for (const npu::CoreOp& o : ops) {
+        if (o.kind == npu::CoreOp::Kind::acquire) held[o.fifo] = std::max(held[o.fifo], o.count);
+        scan(o.body);
+      }
+    };
+    for (const npu::Core& c : l.cores) scan(c.program);
+    for (npu::Fifo& f : l.fifos)
+      if (on_core(f.producer) || std::any_of(f.consumers.begin(), f.consumers.end(), on_core))
+        f.depth = static_cast<int>(std::max<int64_t>(1, held[f.name]));
+  }
+  npu::validate(out->design, spec);
+  return out;
+}
+
+namespace {
+
 class Lowering {
  public:
   Lowering(const model::ModelConfig& c, PublishedStyle style, DesignCache& cache, StylePlan& out)
       : c_(c), style_(style), cache_(cache), out_(out) {}
 
-  StyleLaunch launch(const Node& n, const std::string& name, bool decode) {
+  StyleLaunch launch(const Node& n, const std::string& name, bool decode, bool single = false) {
     kernels::OpShape shape = n.shape;
     kernels::TileOptions tiles =
         style_ == PublishedStyle::mlir_air ? air_tiles(shape, decode) : iron_tiles(shape);
@@ -117,19 +147,22 @@ class Lowering {
       l.op = cache_.get(shape, {}).op;
     }
     if (style_ == PublishedStyle::iron && is_gemm(shape)) l.op = iron_gemm_for(*l.op);
+    if (single) l.op = single_buffered(*l.op);
     return l;
   }
 
   // A dispatch of the given layer-0 (or model-level) nodes, in graph order.
+  // `single`: compiled with omit_pingpong (every core buffer single).
   StyleStep dispatch(const std::string& name, const Graph& g, int layer,
-                     const std::set<std::string>& nodes, int64_t repeat, bool decode) {
+                     const std::set<std::string>& nodes, int64_t repeat, bool decode,
+                     bool single = false) {
     StyleStep s;
     s.name = name;
     s.repeat = repeat;
     std::vector<const Node*> members;
     for (const Node& n : g.nodes) {
       if (n.layer != layer || !nodes.count(n.name)) continue;
-      s.launches.push_back(launch(n, n.name, decode));
+      s.launches.push_back(launch(n, n.name, decode, single));
       members.push_back(&n);
     }
     if (s.launches.empty())
@@ -192,6 +225,19 @@ class Lowering {
     return b;
   }
 
+  std::shared_ptr<const kernels::BuiltOp> single_buffered(const kernels::BuiltOp& op) {
+    auto& slot = single_[&op];
+    if (slot) return slot;
+    try {
+      slot = omit_pingpong(op, cache_.spec());
+    } catch (const LimitError& e) {
+      note(fmt::format("{}: omit_pingpong does not build here ({}); ping-pong kept",
+                       shape_text(op.shape), e.what()));
+      slot = std::make_shared<kernels::BuiltOp>(op);
+    }
+    return slot;
+  }
+
   std::shared_ptr<const kernels::BuiltOp> iron_gemm_for(const kernels::BuiltOp& linear) {
     auto& slot = iron_gemms_[shape_text(linear.shape)];
     if (!slot) slot = iron_gemm(linear, cache_.spec());
@@ -203,6 +249,7 @@ class Lowering {
   DesignCache& cache_;
   StylePlan& out_;
   std::map<std::string, std::shared_ptr<const kernels::BuiltOp>> iron_gemms_;
+  std::map<const kernels::BuiltOp*, std::shared_ptr<const kernels::BuiltOp>> single_;
 };
 
 StyleStep host_step(std::string name, int64_t repeat, int64_t bytes, double flops) {
@@ -274,6 +321,10 @@ std::vector<StyleStep> lower_air(const model::ModelConfig& c, const Graph& g, Lo
                          c.head_dim, kAirSeqFirstHeadDim));
       steps.push_back(host_step("transpose_qkv", layers, 2 * S * (c.q_dim() + 2 * kvd) * 2, 0));
     }
+    // Compiled with omit_pingpong "all" too, but there K and V arrive on their
+    // own channels (QKIn / VIn) and refill under the softmax; the cascade
+    // design carries both in one stream and one call, where single buffers
+    // would charge waits the source hides. So it keeps its buffers.
     steps.push_back(L.dispatch("flash_attn", g, 0, {"attn_out"}, layers, false));
     if (c.head_dim != kAirSeqFirstHeadDim)
       steps.push_back(host_step("transpose_o", layers, 2 * S * c.q_dim() * 2, 0));
@@ -304,7 +355,10 @@ std::vector<StyleStep> lower_air(const model::ModelConfig& c, const Graph& g, Lo
       steps.push_back(L.dispatch("gate_up_silu", g, 0, {"gate", "up", "act"}, layers, true));
       steps.push_back(L.dispatch("down_add", g, 0, {"down", "h_out"}, layers, true));
     } else {
-      steps.push_back(L.dispatch("o_gemv_ffn", g, 0, o_ffn, layers, true));
+      // OGF_BACKEND (backend_presets.py): omit_pingpong "all", since L1 cannot
+      // hold two buffers for the K = 8192 down GEMV; rms_gemv_rope and the LM
+      // head keep ping-pong.
+      steps.push_back(L.dispatch("o_gemv_ffn", g, 0, o_ffn, layers, true, true));
     }
   }
   // Final RMSNorm of the last row on the CPU, LM head, argmax on the CPU.

@@ -149,34 +149,107 @@ class LaunchModel {
       TileTiming tt;
       tt.tile = core.tile;
       walk_program(core.program, 1, tt);
-      tt.seconds = tt.effective_cycles / spec_.clock_hz;
+      const double stall = single_buffer_stall(core);
+      tt.seconds = tt.effective_cycles / spec_.clock_hz + stall;
       t.macs += tt.macs;
       if (t.busiest_tile.empty() || tt.seconds > t.compute_seconds) {
         t.compute_seconds = tt.seconds;
         t.busiest_tile = to_string(core.tile);
         const KernelCost& c = tt.cost;
-        compute_kind_ = c.vector > c.mac && c.vector >= c.overhead ? "vector"
-                        : c.overhead > c.mac                      ? "overhead"
-                                                                  : "compute";
+        compute_kind_ = stall > tt.seconds - stall                   ? "stream"
+                        : c.vector > c.mac && c.vector >= c.overhead ? "vector"
+                        : c.overhead > c.mac                         ? "overhead"
+                                                                     : "compute";
       }
       t.tiles.push_back(tt);
     }
+  }
+
+  // One call's cost at the kernel's efficiency, and its raw cycles.
+  KernelCost call_cost(const CoreOp& op, int64_t* raw = nullptr) const {
+    const KernelDef& k = reg_.get(op.kernel);
+    const int64_t cyc = k.cycles ? k.cycles(op.params, spec_) : 0;
+    if (raw) *raw = cyc;
+    const KernelCost cost = k.cost ? k.cost(op.params, spec_) : KernelCost{static_cast<double>(cyc), 0, 0};
+    return 1.0 / spec_.efficiency(op.kernel) * cost;
   }
 
   void walk_program(const std::vector<CoreOp>& ops, int64_t times, TileTiming& tt) const {
     for (const auto& op : ops) {
       if (op.kind == CoreOp::Kind::loop) walk_program(op.body, times * op.count, tt);
       if (op.kind != CoreOp::Kind::call) continue;
+      int64_t cyc = 0;
+      const KernelCost cost = static_cast<double>(times) * call_cost(op, &cyc);
       const KernelDef& k = reg_.get(op.kernel);
-      int64_t cyc = k.cycles ? k.cycles(op.params, spec_) : 0;
-      KernelCost cost = k.cost ? k.cost(op.params, spec_) : KernelCost{static_cast<double>(cyc), 0, 0};
-      cost = static_cast<double>(times) / spec_.efficiency(op.kernel) * cost;
       tt.calls += times;
       tt.cycles += times * cyc;
       tt.effective_cycles += cost.total();
       tt.cost += cost;
       tt.macs += times * (k.macs ? k.macs(op.params) : 0);
     }
+  }
+
+  // Seconds a core waits on single-buffered FIFOs: ones with no buffer beyond
+  // the objects it holds at once (aircc's omit_pingpong builds these). After
+  // the core releases k objects the DMA needs k hops to refill (or drain)
+  // them, and the next acquire waits for whatever of that the core's compute
+  // since the release did not cover. The first acquire is the fill term's.
+  class StallWalk {
+   public:
+    StallWalk(const LaunchModel& m, std::map<std::string, double> hop) : m_(m), hop_(std::move(hop)) {}
+    double run(const std::vector<CoreOp>& ops) {
+      walk(ops);
+      return stall_;
+    }
+
+   private:
+    void walk(const std::vector<CoreOp>& ops) {
+      for (const auto& op : ops) {
+        if (op.kind == CoreOp::Kind::loop && op.count > 0) {
+          walk(op.body);  // the first trip, then one steady trip for the rest
+          if (op.count == 1) continue;
+          const double before = stall_;
+          walk(op.body);
+          stall_ += (stall_ - before) * static_cast<double>(op.count - 2);
+        } else if (op.kind == CoreOp::Kind::call) {
+          const double secs = m_.call_cost(op).total() / m_.spec_.clock_hz;
+          for (auto& [fifo, since] : since_) since += secs;
+        } else if (auto h = hop_.find(op.fifo); h != hop_.end()) {
+          auto it = since_.find(op.fifo);
+          if (op.kind == CoreOp::Kind::release) {
+            since_[op.fifo] = 0;
+            pending_[op.fifo] = static_cast<double>(op.count) * h->second;
+          } else if (it != since_.end()) {
+            // Time passes for the other refills too: they run side by side.
+            const double wait = std::max(0.0, pending_[op.fifo] - it->second);
+            stall_ += wait;
+            since_.erase(it);
+            for (auto& [fifo, since] : since_) since += wait;
+          }
+        }
+      }
+    }
+    const LaunchModel& m_;
+    std::map<std::string, double> hop_, since_, pending_;
+    double stall_ = 0;
+  };
+
+  double single_buffer_stall(const Core& core) const {
+    std::map<std::string, int64_t> held;  // most objects of a FIFO held at once
+    std::function<void(const std::vector<CoreOp>&)> scan = [&](const std::vector<CoreOp>& ops) {
+      for (const auto& op : ops) {
+        if (op.kind == CoreOp::Kind::acquire) held[op.fifo] = std::max(held[op.fifo], op.count);
+        scan(op.body);
+      }
+    };
+    scan(core.program);
+    std::map<std::string, double> hop;
+    for (const auto& [name, n] : held) {
+      const Fifo& f = fifo(name);
+      if (f.depth <= n && !shares_memory(f, spec_))
+        hop[name] = static_cast<double>(f.object_bytes) / rate_;
+    }
+    return hop.empty() ? 0.0 : StallWalk(*this, std::move(hop)).run(core.program);
   }
 
   void cost_channels(LaunchTiming& t) {

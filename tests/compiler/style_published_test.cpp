@@ -2,6 +2,8 @@
 // dispatch's cost formula, the IRON buffer-object syncs and the model bounds.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "tessera/compiler/style_published.h"
 #include "tessera/model/config.h"
 #include "tessera/npu/designs.h"
@@ -133,6 +135,34 @@ TEST(StylePublished, IronGemmsUseIronsWholeArrayDesign) {
   // The built linear op still names the tensors (host side from the graph).
   EXPECT_EQ(q.launches[0].op->shape.dim("M"), 64);
   EXPECT_EQ(p.step("q", true).launches[0].op->design.name.rfind("gemm_", 0), std::string::npos);
+}
+
+// mlir-air compiles o_gemv_ffn with omit_pingpong (every core buffer single)
+// and keeps ping-pong in rms_gemv_rope and the LM head (backend_presets.py);
+// the single buffers cost time.
+TEST(StylePublished, MlirAirOmitsPingPongWhereItsBackendDoes) {
+  const npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2");
+  DesignCache cache(spec);
+  const StylePlan p = plan_published(tiny(), PublishedStyle::mlir_air, 64, 64, cache);
+  // The GEMV launches (an add's two inputs share a FIFO: it holds 2, depth 2).
+  auto core_depths = [&](const StyleStep& s) {
+    std::set<int> d;
+    for (const auto& l : s.launches)
+      if (l.op->shape.op == "linear")
+        for (const auto& launch : l.op->design.launches)
+        for (const auto& f : launch.fifos)
+            if (spec.kind_of_row(f.producer.row) == npu::TileKind::compute ||
+                spec.kind_of_row(f.consumers.at(0).row) == npu::TileKind::compute)
+              d.insert(f.depth);
+    return d;
+  };
+  EXPECT_EQ(core_depths(p.step("o_gemv_ffn", true)), std::set<int>{1});
+  EXPECT_TRUE(core_depths(p.step("rms_gemv_rope", true)).count(2));
+  EXPECT_TRUE(core_depths(p.step("lm_head", true)).count(2));
+  // The same GEMV single-buffered is slower than with ping-pong.
+  const kernels::BuiltOp& gemv = *p.step("lm_head", true).launches.at(0).op;
+  EXPECT_GT(npu::estimate_time(omit_pingpong(gemv, spec)->design, spec).total_seconds,
+            npu::estimate_time(gemv.design, spec).total_seconds);
 }
 
 TEST(StylePublished, BoundsAreRatiosOfPeaks) {

@@ -228,5 +228,58 @@ TEST(Timing, BroadcastPortCarriesEachObjectOnce) {
   EXPECT_EQ(t.ddr_bytes, 1 << 16);
 }
 
+// One buffer at the core (depth 1, aircc's omit_pingpong): the DMA cannot load
+// object i + 1 until the core releases object i, so each refill after the
+// first (the fill term's) adds to the compute instead of hiding under it.
+// 4 objects of 4 KiB at 4 B/cycle: 1.024 us per hop; 4 x 2000 cycles = 8 us.
+TEST(Timing, SingleBufferedFifoSerializesItsRefillsWithCompute) {
+  Launch l = feed_core(0, 4096, 4, 2000, 0);
+  const double compute = 8e-6, hop = 4096 / 4e9;
+  const LaunchTiming pingpong = estimate_time(one(l, 4 * 4096), spec(), work_registry()).launches[0];
+  EXPECT_DOUBLE_EQ(pingpong.compute_seconds, compute);
+  EXPECT_EQ(pingpong.bound, "compute");
+  l.fifos[0].depth = 1;
+  const LaunchTiming single = estimate_time(one(l, 4 * 4096), spec(), work_registry()).launches[0];
+  EXPECT_DOUBLE_EQ(single.compute_seconds, compute + 3 * hop);
+  EXPECT_DOUBLE_EQ(single.total_seconds - pingpong.total_seconds, 3 * hop);
+  EXPECT_EQ(single.bound, "compute");
+  // With 500 cycles per object the waits (3.07 us) outweigh the work (2 us).
+  Launch fast = feed_core(0, 4096, 4, 500, 0);
+  fast.fifos[0].depth = 1;
+  const LaunchTiming f = estimate_time(one(fast, 4 * 4096), spec(), work_registry()).launches[0];
+  EXPECT_DOUBLE_EQ(f.compute_seconds, 2e-6 + 3 * hop);
+  EXPECT_EQ(f.bound, "stream");
+}
+
+// Two single-buffered inputs refill side by side on their own channels: each
+// trip waits for the longer hop (1.024 us), not the sum with the 256 ns one.
+TEST(Timing, SingleBufferedRefillsOverlapEachOther) {
+  Launch l = feed_core(0, 4096, 4, 2000, 0);
+  l.fifos[0].depth = 1;
+  l.fifos.push_back(timing_fifo("in1", {1, 0}, {{0, 2}}, 1024));
+  l.fifos[1].depth = 1;
+  auto& body = l.cores[0].program[0].body;
+  body.insert(body.begin(), op(CoreOp::Kind::acquire, "in1"));
+  body.push_back(op(CoreOp::Kind::release, "in1"));
+  l.sequence.push_back({"in1", "in", {0, {{4, 512}, {512, 1}}, 1}, true});
+  const LaunchTiming t = estimate_time(one(l, 4 * 4096), spec(), work_registry()).launches[0];
+  EXPECT_DOUBLE_EQ(t.compute_seconds, 8e-6 + 3 * 4096 / 4e9);
+}
+
+// An output drained while the core computes the next object costs nothing:
+// one buffer stalls only when the compute between uses is shorter than a hop.
+TEST(Timing, SingleBufferedOutputDrainsUnderLaterCompute) {
+  Launch l = feed_core(0, 4096, 4, 2000, 0);
+  l.fifos.push_back(timing_fifo("out", {0, 2}, {{0, 0}}, 4096));
+  l.fifos[1].depth = 1;
+  auto& body = l.cores[0].program[0].body;
+  body.push_back(op(CoreOp::Kind::acquire, "out"));
+  body.push_back(op(CoreOp::Kind::release, "out"));
+  body.back().port = body[body.size() - 2].port = CoreOp::Port::produce;
+  l.sequence.push_back({"out", "in", {0, {{4, 2048}, {2048, 1}}, 1}, false});
+  const LaunchTiming t = estimate_time(one(l, 4 * 4096), spec(), work_registry()).launches[0];
+  EXPECT_DOUBLE_EQ(t.compute_seconds, 8e-6);  // each drain (1 us) hides under 2 us of work
+}
+
 }  // namespace
 }  // namespace tessera::npu

@@ -134,6 +134,15 @@ struct StylePlan {
   nlohmann::json to_json(const npu::DeviceSpec& spec) const;
 };
 
+// The op as aircc builds it with omit_pingpong: no spare buffer on a core (a
+// FIFO's depth = the objects its core holds at once), so refills no longer
+// overlap the core's compute (the timing model's single-buffer stall).
+// mlir-air's registry GEMVs and FlashAttention and its o_gemv_ffn dispatch are
+// compiled so; its other kernels keep ping-pong (the builders' depth 2).
+// Validated against `spec`; throws LimitError when the design needs depth 2.
+std::shared_ptr<const kernels::BuiltOp> omit_pingpong(const kernels::BuiltOp& op,
+                                                      const npu::DeviceSpec& spec);
+
 // Builds every launch through `cache` (its spec); throws LimitError /
 // UsageError from builders that cannot build even with their default tiles.
 StylePlan plan_published(const model::ModelConfig& config, PublishedStyle style, int64_t seq,
