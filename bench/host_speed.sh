@@ -6,6 +6,10 @@
 # NPU's predicted time), oracle decode tok/s (`tessera generate`), and how far
 # one simulated decode token is from one read of the model's bf16 weights at
 # this machine's read bandwidth, measured in the same run (bench/membw_bench).
+# On a shared machine wall time follows the load, so each row also gives the
+# CPU seconds per decode token (user + sys of `run -n TOKENS` minus those of
+# `run -n 1`, over the decode steps between them; /usr/bin/time) and the load
+# average next to it.
 # usage: bench/host_speed.sh [BUILD_DIR] [OUT_DIR] [LLAMA_LAYERS (0 = all)] [TOKENS]
 set -uo pipefail
 build="${1:-build}"
@@ -23,8 +27,8 @@ gbs=$("$build/bench/membw_bench" --benchmark_format=json 2> /dev/null | python3 
 import json, sys
 print(max(b["bytes_per_second"] for b in json.load(sys.stdin)["benchmarks"]) / 1e9)')
 echo "host memory read bandwidth: $(printf %.1f "$gbs") GB/s (bench/membw_bench, best of 1 and 2 threads)"
-printf '%-14s %6s %9s %11s %11s %11s %11s %9s\n' model layers "bf16 MB" "sim dec/s" "sim pre/s" \
-  "oracle dec/s" "s/tok sim" "x 1 read"
+printf '%-14s %6s %9s %11s %11s %11s %11s %9s %11s %9s %6s\n' model layers "bf16 MB" "sim dec/s" "sim pre/s" \
+  "oracle dec/s" "s/tok sim" "x 1 read" "cpu s/tok" "cpu x rd" load
 
 row() {  # row NAME LAYERS SOURCE-ARGS... : deploy through phase 5 (run needs the final plan), run, generate
   local name="$1" layers="$2"; shift 2
@@ -33,17 +37,22 @@ row() {  # row NAME LAYERS SOURCE-ARGS... : deploy through phase 5 (run needs th
   [ "$layers" != "0" ] && args+=(--layers "$layers")
   "$bin" "${args[@]}" > "$dir.deploy.out" 2> "$dir.deploy.err" ||
     { echo "$name: deploy failed: $(tail -2 "$dir.deploy.err")"; return; }
-  "$bin" run "$dir" -p "$prompt" -n "$tokens" > /dev/null 2> "$dir.run.err" ||
+  [ -x /usr/bin/time ] || { echo "no /usr/bin/time (Debian package time)" >&2; return; }
+  /usr/bin/time -f "%U %S" -o "$dir.cpu1" "$bin" run "$dir" -p "$prompt" -n 1 > /dev/null 2> "$dir.run1.err" ||
+    { echo "$name: run -n 1 failed: $(tail -2 "$dir.run1.err")"; return; }
+  /usr/bin/time -f "%U %S" -o "$dir.cpu" "$bin" run "$dir" -p "$prompt" -n "$tokens" > /dev/null 2> "$dir.run.err" ||
     { echo "$name: run failed: $(tail -2 "$dir.run.err")"; return; }
+  local load; load=$(cut -d' ' -f1 /proc/loadavg)
   local oracle_src="$dir/source"
   [ -e "$oracle_src" ] || oracle_src="$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r.get("source",""))' "$dir/manifest.json" 2> /dev/null)"
   [ -n "$ORACLE_SRC" ] && oracle_src="$ORACLE_SRC"
   "$bin" generate -m "$oracle_src" -p "$prompt" -n "$tokens" > /dev/null 2> "$dir.gen.err" ||
     echo "$name: oracle generate -m $oracle_src failed: $(tail -1 "$dir.gen.err")" >&2
   "$bin" inspect "$oracle_src" > "$dir.inspect" 2>&1 || echo "$name: inspect $oracle_src failed" >&2
-  python3 - "$name" "$layers" "$dir" "$gbs" <<'PY'
+  python3 - "$name" "$layers" "$dir" "$gbs" "$load" <<'PY'
 import re, sys
-name, layers, d, gbs = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+name, layers, d, gbs, load = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
+cpu = lambda f: sum(float(x) for x in open(f).read().split()[-2:])
 run = open(d + ".run.err").read()
 m = re.search(r"prompt (\d+) tokens .*?host ([0-9.]+) s; decode: (\d+) steps.*?host ([0-9.]+) s/token", run)
 n, pre_s, steps, dec_s = int(m.group(1)), float(m.group(2)), int(m.group(3)), float(m.group(4))
@@ -54,8 +63,10 @@ oracle = f"{float(g.group(1)):.2f}" if g else "-"
 bf16 = 2 * int(re.search(r"parameters:\s+([0-9,]+)", open(d + ".inspect").read()).group(1).replace(",", ""))
 read_s = bf16 / (gbs * 1e9)
 f = lambda s: f"{1 / s:.2f}" if s > 0 else "-"
+cpu_s = (cpu(d + ".cpu") - cpu(d + ".cpu1")) / steps if steps > 0 else 0
 print(f"{name:<14} {layers if layers != '0' else 'all':>6} {bf16 / 1e6:9.0f} {f(dec_s):>11} "
-      f"{n / pre_s if pre_s > 0 else 0:11.2f} {oracle:>11} {dec_s:11.3f} {dec_s / read_s:9.1f}")
+      f"{n / pre_s if pre_s > 0 else 0:11.2f} {oracle:>11} {dec_s:11.3f} {dec_s / read_s:9.1f} "
+      f"{cpu_s:11.3f} {cpu_s / read_s:9.1f} {load:>6}")
 PY
 }
 
@@ -69,4 +80,5 @@ else
 fi
 ORACLE_SRC=""
 row llama-3.2-1b "$llama_layers" --preset llama-3.2-1b
-echo "deployments in $out; 'x 1 read' = simulator host seconds per decode token / (bf16 bytes / bandwidth)"
+echo "deployments in $out; 'x 1 read' = simulator host seconds per decode token / (bf16 bytes / bandwidth);"
+echo "'cpu s/tok' = CPU seconds per decode token (load-independent), 'cpu x rd' the same over one read; load = 1-min load average"

@@ -20,6 +20,7 @@
 #include <fmt/ranges.h>
 
 #include "passes_internal.h"
+#include "tessera/compiler/fused_cost.h"
 #include "tessera/compiler/passes.h"
 #include "tessera/core/error.h"
 #include "tessera/kernels/activation_layout.h"
@@ -134,7 +135,7 @@ kernels::TileOptions readers_gemm_x(const Edge& e) {
 // as they are: a row-major gemm x costs a short DDR run per block on every N
 // block, the producer pays them once). 1 kept (faster once fused), 0 built but
 // slower or not aligned, -1 refused or not applicable.
-int write_readers_layout(Plan& p, Edge& e, DesignCache& cache, double& best) {
+int write_readers_layout(const Plan& p, Edge& e, DesignCache& cache, const FusedCost& cost, double& best) {
   const kernels::TileOptions x = readers_gemm_x(e);
   if (x.empty()) return -1;
   const Launch saved = *e.producer;
@@ -150,14 +151,12 @@ int write_readers_layout(Plan& p, Edge& e, DesignCache& cache, double& best) {
     return -1;
   }
   if (aligned(e)) {
-    update_costs(p, cache.spec());
-    if (const double t = detail::fused_seconds(p, cache); t < best) {
+    if (const double t = cost.seconds(cache.spec()); t < best) {
       best = t;
       return 1;
     }
   }
   *e.producer = saved;
-  update_costs(p, cache.spec());
   return 0;
 }
 
@@ -172,8 +171,8 @@ struct Slower {
 // the whole chain of a layer aligned lets fuse merge its dispatches (each
 // edge alone buys a re-layout of a few bytes for a few short DDR runs).
 // Returns the edges kept.
-int align_layer_groups(Plan& p, DesignCache& cache, std::vector<Slower>& slow, double& best,
-                       std::set<std::string>& ops) {
+int align_layer_groups(const Plan& p, DesignCache& cache, const FusedCost& cost, std::vector<Slower>& slow,
+                       double& best, std::set<std::string>& ops) {
   std::map<int, std::vector<const Slower*>> by_layer;
   for (const Slower& s : slow) by_layer[p.graph.nodes.at(s.edge->producer->node).layer].push_back(&s);
   int kept = 0;
@@ -187,15 +186,13 @@ int align_layer_groups(Plan& p, DesignCache& cache, std::vector<Slower>& slow, d
     if (!rebuild(p, ends, cache, saved)) continue;
     bool all = true;
     for (const Slower* s : group) all = all && aligned(*s->edge);
-    update_costs(p, cache.spec());
-    if (const double t = all ? detail::fused_seconds(p, cache) : best; t < best) {
+    if (const double t = all ? cost.seconds(cache.spec()) : best; t < best) {
       best = t;
       kept += static_cast<int>(group.size());
       for (const auto& [l, k] : ends) ops.insert(fmt::format("{}:{}", l->shape.op, k));
       continue;
     }
     for (size_t i = 0; i < ends.size(); ++i) *ends[i].first = saved[i];
-    update_costs(p, cache.spec());
   }
   return kept;
 }
@@ -204,10 +201,12 @@ int align_layer_groups(Plan& p, DesignCache& cache, std::vector<Slower>& slow, d
 
 std::string pass_align_layouts(Plan& p, DesignCache& cache, bool bug) {
   const npu::DeviceSpec& spec = cache.spec();
-  update_costs(p, spec);
   // Judged once fused: an aligned edge can merge two dispatches, and the
-  // overhead that saves shows only in the fused plan.
-  double best = detail::fused_seconds(p, cache);
+  // overhead that saves shows only in the fused plan. Each trial rebuilds a
+  // few launches in place; FusedCost re-costs them without copying the plan
+  // (the step figures of `p` itself are recomputed once, at the end).
+  const FusedCost cost(p);
+  double best = cost.seconds(spec);
   int aligned_edges = 0, refused = 0, slower = 0;
   std::set<std::string> ops;
   std::vector<Launch> saved;
@@ -233,20 +232,19 @@ std::string pass_align_layouts(Plan& p, DesignCache& cache, bool bug) {
       if (first_built < 0) first_built = variant;
       if (bug) {  // planted: the readers are told the new layout, not rebuilt for it
         for (const auto& [l, k] : e.readers) l->in_layouts.at(k) = e.producer->out_layout;
+        update_costs(p, spec);
         return fmt::format("{} (planted: readers not rebuilt)", e.value);
       }
-      update_costs(p, spec);
-      if (const double t = detail::fused_seconds(p, cache); t < best) {
+      if (const double t = cost.seconds(spec); t < best) {
         best = t;
         kept = true;
         for (const auto& [l, k] : ends) ops.insert(fmt::format("{}:{}", l->shape.op, k));
         break;
       }
       for (size_t i = 0; i < ends.size(); ++i) *ends[i].first = saved[i];
-      update_costs(p, spec);
     }
     if (!kept && !bug) {
-      const int w = write_readers_layout(p, e, cache, best);
+      const int w = write_readers_layout(p, e, cache, cost, best);
       built = built || w >= 0;
       kept = w > 0;
       if (kept) ops.insert(fmt::format("{}:gemm_x", e.producer->shape.op));
@@ -256,7 +254,8 @@ std::string pass_align_layouts(Plan& p, DesignCache& cache, bool bug) {
     refused += !built;
     if (built && !kept && first_built >= 0) slow.push_back({&e, readers, first_built});
   }
-  const int grouped = align_layer_groups(p, cache, slow, best, ops);
+  const int grouped = align_layer_groups(p, cache, cost, slow, best, ops);
+  update_costs(p, spec);
   aligned_edges += grouped;
   slower -= grouped;
   std::string changed = fmt::format("{} edges row-major ({} kept blocked: slower once fused; {} "

@@ -8,7 +8,6 @@
 
 #include <fmt/format.h>
 
-#include "passes_internal.h"
 #include "tessera/compiler/passes.h"
 
 namespace tessera::compiler {
@@ -59,13 +58,6 @@ std::string pass_fuse(Plan& p, DesignCache&, bool bug) {
   p.steps = std::move(out);
   return fmt::format("{} -> {} NPU dispatches ({} per layer)", before, p.dispatches(),
                      p.dispatches_per_layer());
-}
-
-double detail::fused_seconds(const Plan& plan, DesignCache& cache) {
-  Plan trial = plan;
-  pass_fuse(trial, cache, false);
-  update_costs(trial, cache.spec());
-  return trial.predicted_seconds();
 }
 
 }  // namespace tessera::compiler

@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "passes_internal.h"
+#include "tessera/compiler/fused_cost.h"
 #include "plan_text.h"
 #include "tessera/compiler/passes.h"
 #include "tessera/core/error.h"
@@ -125,7 +126,8 @@ Plan at_context_end(const Plan& p, DesignCache& cache) {
 // runs). So the choice is judged once, where the re-pack it saves is
 // largest: at the end of the context, fused.
 double context_end_seconds(const Plan& p, DesignCache& cache) {
-  return detail::fused_seconds(at_context_end(p, cache), cache);
+  const Plan q = at_context_end(p, cache);
+  return FusedCost(q).seconds(cache.spec());
 }
 
 }  // namespace

@@ -11,11 +11,6 @@ Launch place_launch(const Plan& plan, size_t node, bool host, const npu::DeviceS
 void build_launch(const Plan& plan, Launch& l, DesignCache& cache);
 // Builds every npu launch of the plan.
 std::string build_launches(Plan& plan, DesignCache& cache);
-// Predicted seconds of `plan` once fused (a trial on a copy; plan is left as
-// it is): what a pass that runs before fuse judges a rewrite by, since a
-// rewrite that lets two dispatches merge saves a dispatch overhead its own
-// step times do not show.
-double fused_seconds(const Plan& plan, DesignCache& cache);
 
 // The name of a value whole: a last-row view (ValueRef::last_row) names the
 // value it is cut from.

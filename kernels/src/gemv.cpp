@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
+#include <variant>
 
 #include "scratch.h"
 #include "tessera/kernels/gemm.h"
@@ -39,9 +41,28 @@ struct GemvDims {
   int64_t x_off;  // element offset of this k block in a resident x object
 };
 
+int64_t int_in(const npu::ParamValue* v, const char* key, int64_t lo, int64_t hi, const char* kernel) {
+  if (v == nullptr) throw_error<KernelArgError>("kernel {}: missing param '{}'", kernel, key);
+  const auto* i = std::get_if<int64_t>(v);
+  if (i == nullptr) throw_error<KernelArgError>("kernel {}: param '{}' must be an integer", kernel, key);
+  if (*i < lo || *i > hi)
+    throw_error<KernelArgError>("kernel {}: param '{}' = {} outside [{}, {}]", kernel, key, *i, lo, hi);
+  return *i;
+}
+
+// One pass over the params instead of a map lookup per key (param_in): a
+// decode token makes thousands of GEMV calls of a few rows each, and three
+// lookups by string cost about as much as the row's MACs.
 GemvDims dims_of(const npu::KernelParams& p, const char* kernel) {
-  return {param_in(p, "n", 1, 1 << 24, kernel), param_in(p, "k", 1, 1 << 24, kernel),
-          param_int_or(p, "x_off", 0, kernel)};
+  const npu::ParamValue *n = nullptr, *k = nullptr, *x_off = nullptr;
+  for (const auto& [key, v] : p) {
+    if (key == "n") n = &v;
+    else if (key == "k") k = &v;
+    else if (key == "x_off") x_off = &v;
+  }
+  return {int_in(n, "n", 1, 1 << 24, kernel), int_in(k, "k", 1, 1 << 24, kernel),
+          x_off ? int_in(x_off, "x_off", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), kernel)
+                : 0};
 }
 
 TileKernel gemv_kernel(const char* name, bool accumulate, bool fused) {

@@ -85,8 +85,8 @@ struct Compiler {
 };
 
 void call(LaunchState& st, CoreState& cs, const Instr& in) {
-  std::vector<std::span<std::byte>> spans;
-  spans.reserve(in.args.size());
+  std::vector<std::span<std::byte>> spans = std::move(cs.args);
+  spans.clear();
   for (const Arg& a : in.args) {
     if (a.buffer) {
       spans.emplace_back(a.ptr, a.bytes);
@@ -107,6 +107,7 @@ void call(LaunchState& st, CoreState& cs, const Instr& in) {
   } catch (const DesignError& e) {
     throw_error<DesignError>("core {} call '{}': {}", to_string(cs.tile), in.kernel->name, e.what());
   }
+  cs.args = std::move(inv.args);
   cs.stats.kernel_calls += 1;
   cs.stats.cycles += in.cycles;
   cs.stats.macs += in.macs;

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -159,6 +160,10 @@ struct CoreState {
   std::vector<int64_t> loops;  // remaining iterations, innermost last
   bool done = false;
   TileStats stats;
+  // The spans of the call being made, kept between calls: a decode token
+  // makes thousands of small kernel calls, and a vector allocated per call
+  // cost more than the lookup of its arguments.
+  std::vector<std::span<std::byte>> args;
 };
 
 // Bytes [begin, end) of one tile's memory.

@@ -58,5 +58,35 @@ TEST(Gemv, KSplitAccumulatesLikeOneCall) {
   EXPECT_TRUE(within(to_f64(acc), ref, bound));
 }
 
+// The GEMV kernels read their params in one pass (gemv.cpp dims_of): a
+// missing, mistyped or out-of-range one is still refused by name, and x_off
+// still selects the k block of a resident x.
+TEST(Gemv, ParamsRefusedByNameAndXOffsetHonoured) {
+  const int64_t n = 3, k = 8;
+  auto w = random_bf16(n * k, 7), x = random_bf16(2 * k, 8);
+  std::vector<bf16> y(n), y_off(n);
+  auto refused = [&](const npu::KernelParams& p, const std::string& key) {
+    try {
+      run_kernel("gemv", p, {bytes_of(w), bytes_of(x), bytes_of(y)});
+    } catch (const KernelArgError& e) {
+      return std::string(e.what()).find("'" + key + "'") != std::string::npos;
+    }
+    return false;
+  };
+  EXPECT_TRUE(refused({{"n", n}}, "k"));
+  EXPECT_TRUE(refused({{"k", k}, {"n", 0}}, "n"));
+  EXPECT_TRUE(refused({{"k", k}, {"n", 2.5}}, "n"));
+  EXPECT_TRUE(refused({{"k", k}, {"n", n}, {"x_off", std::string("8")}}, "x_off"));
+  // x_off = k reads the second half of x: the same as a call on that half.
+  std::vector<bf16> x_hi(x.begin() + k, x.end());
+  run_kernel("gemv", {{"n", n}, {"k", k}, {"x_off", k}}, {bytes_of(w), bytes_of(x), bytes_of(y_off)});
+  run_kernel("gemv", {{"n", n}, {"k", k}}, {bytes_of(w), bytes_of(x_hi), bytes_of(y)});
+  for (int64_t j = 0; j < n; ++j) EXPECT_EQ(y_off[j].bits, y[j].bits) << j;
+  run_kernel("gemv", {{"n", n}, {"k", k}}, {bytes_of(w), bytes_of(x), bytes_of(y)});
+  bool differs = false;
+  for (int64_t j = 0; j < n; ++j) differs = differs || y_off[j].bits != y[j].bits;
+  EXPECT_TRUE(differs) << "x_off ignored";
+}
+
 }  // namespace
 }  // namespace tessera::kernels::test
