@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "tessera/compiler/passes.h"
+#include "passes_internal.h"
 #include "tessera/core/error.h"
 
 namespace tessera::compiler {
@@ -22,15 +23,7 @@ double fused_seconds(const Plan& plan, DesignCache& cache) {
   return trial.predicted_seconds();
 }
 
-namespace {
-
-std::string whole(const ValueRef& r) {
-  ValueRef w = r;
-  w.last_row = false;
-  return w.str();
-}
-
-}  // namespace
+using detail::whole;
 
 FusedCost::FusedCost(const Plan& plan) : plan_(plan) {
   std::map<std::string, size_t> by_name;
