@@ -34,9 +34,17 @@ int64_t visible_keys(const AttnBlock& b, int64_t p) {
   return std::clamp<int64_t>(p - b.k_pos0 + 1, 0, b.kv_rows);
 }
 
-// One query row against `n` keys: scores, online-softmax update of (m, l, o).
-void attend_row(const float* qf, const float* kf, const float* vf, int64_t n, const AttnBlock& b,
-                float* s, float& m, float& l, float* o) {
+// Keys query row `pos` of the block attends to (0: the block is its future).
+int64_t row_keys(const AttnBlock& b, int64_t pos) {
+  int64_t n = visible_keys(b, b.q_pos0 + pos);
+  if (mutant_on(Mutant::attn_mask_last_key) && n > 1 && b.q_pos0 + pos + 1 == b.k_pos0 + n) --n;
+  return n;
+}
+
+// One query row against `n` keys: scores and the online-softmax update of
+// (m, l), the running o rescaled; leaves the weights p_j in s (bf16 values).
+void softmax_row(const float* qf, const float* kf, int64_t n, const AttnBlock& b, float* s,
+                 float& m, float& l, float* o) {
   const int64_t d = b.head_dim;
   float mx = kNegInf;
   for (int64_t j = 0; j < n; ++j) {
@@ -55,7 +63,11 @@ void attend_row(const float* qf, const float* kf, const float* vf, int64_t n, co
   if (mutant_on(Mutant::attn_sum_bf16)) l = round_bf16(l);
   m = m_new;
   for (int64_t i = 0; i < d; ++i) o[i] *= alpha;
-  for (int64_t j = 0; j < n; ++j) axpy(s[j], vf + j * d, o, d);
+}
+
+// o += sum_j p_j v_j over the row's n keys, in key order.
+void pv_row(const float* p, const float* vf, int64_t n, int64_t d, float* o) {
+  for (int64_t j = 0; j < n; ++j) axpy(p[j], vf + j * d, o, d);
 }
 
 }  // namespace
@@ -77,13 +89,50 @@ void attn_block(const bf16* q, const bf16* k, const bf16* v, float* state, const
   bf16_to_f32_n(v, vf, b.kv_rows * d);
   auto st = view(state, rows);
   for (int64_t pos = 0; pos < b.q_rows; ++pos) {
-    int64_t n = visible_keys(b, b.q_pos0 + pos);
-    if (mutant_on(Mutant::attn_mask_last_key) && n > 1 && b.q_pos0 + pos + 1 == b.k_pos0 + n) --n;
+    const int64_t n = row_keys(b, pos);
     if (n == 0) continue;  // the whole block lies in this row's future
     for (int64_t g = 0; g < b.group; ++g) {
       const int64_t r = pos * b.group + g;
       bf16_to_f32_n(q + r * d, qf, d);
-      attend_row(qf, kf, vf, n, b, s, st.m[r], st.l[r], st.o + r * d);
+      softmax_row(qf, kf, n, b, s, st.m[r], st.l[r], st.o + r * d);
+      pv_row(s, vf, n, d, st.o + r * d);
+    }
+  }
+}
+
+void attn_scores(const bf16* q, const bf16* k, bf16* p, float* state, const AttnBlock& b) {
+  const int64_t d = b.head_dim, rows = b.q_rows * b.group;
+  float* kf = scratch_f32(ScratchSlot::attn_k, b.kv_rows * d);
+  float* s = scratch_f32(ScratchSlot::attn_s, b.kv_rows + d);
+  float* qf = s + b.kv_rows;
+  bf16_to_f32_n(k, kf, b.kv_rows * d);
+  auto st = view(state, rows);
+  for (int64_t pos = 0; pos < b.q_rows; ++pos) {
+    const int64_t n = row_keys(b, pos);
+    if (n == 0) continue;
+    for (int64_t g = 0; g < b.group; ++g) {
+      const int64_t r = pos * b.group + g;
+      bf16_to_f32_n(q + r * d, qf, d);
+      softmax_row(qf, kf, n, b, s, st.m[r], st.l[r], st.o + r * d);
+      // Exact: every p_j is an exp_tile result, already a bf16 value.
+      for (int64_t j = 0; j < n; ++j) p[r * b.kv_rows + j] = f32_to_bf16(s[j]);
+    }
+  }
+}
+
+void attn_pv(const bf16* p, const bf16* v, float* state, const AttnBlock& b) {
+  const int64_t d = b.head_dim, rows = b.q_rows * b.group;
+  float* vf = scratch_f32(ScratchSlot::attn_v, b.kv_rows * d);
+  float* s = scratch_f32(ScratchSlot::attn_s, b.kv_rows + d);
+  bf16_to_f32_n(v, vf, b.kv_rows * d);
+  auto st = view(state, rows);
+  for (int64_t pos = 0; pos < b.q_rows; ++pos) {
+    const int64_t n = row_keys(b, pos);
+    if (n == 0) continue;
+    for (int64_t g = 0; g < b.group; ++g) {
+      const int64_t r = pos * b.group + g;
+      bf16_to_f32_n(p + r * b.kv_rows, s, n);
+      pv_row(s, vf, n, d, st.o + r * d);
     }
   }
 }
@@ -146,6 +195,8 @@ int64_t attn_block_l1_bytes(const AttnBlock& b) {
 namespace {
 
 constexpr const char* kBlock = "flash_attn";
+constexpr const char* kScores = "attn_scores";
+constexpr const char* kPv = "attn_pv";
 
 void run_block(const npu::KernelInvocation& inv) {
   AttnBlock b = attn_block_params(*inv.params, kBlock, true);
@@ -156,15 +207,79 @@ void run_block(const npu::KernelInvocation& inv) {
              arg_ptr<float>(inv, 3, attn_state_floats(rows, b.head_dim), kBlock, "state"), b);
 }
 
+void run_scores(const npu::KernelInvocation& inv) {
+  AttnBlock b = attn_block_params(*inv.params, kScores, true);
+  const int64_t rows = b.q_rows * b.group;
+  attn_scores(arg_ptr<const bf16>(inv, 0, rows * b.head_dim, kScores, "q"),
+              arg_ptr<const bf16>(inv, 1, b.kv_rows * b.head_dim, kScores, "k"),
+              arg_ptr<bf16>(inv, 2, rows * b.kv_rows, kScores, "p"),
+              arg_ptr<float>(inv, 3, attn_state_floats(rows, b.head_dim), kScores, "state"), b);
+}
+
+void run_pv(const npu::KernelInvocation& inv) {
+  AttnBlock b = attn_block_params(*inv.params, kPv, true);
+  const int64_t rows = b.q_rows * b.group;
+  attn_pv(arg_ptr<const bf16>(inv, 0, rows * b.kv_rows, kPv, "p"),
+          arg_ptr<const bf16>(inv, 1, b.kv_rows * b.head_dim, kPv, "v"),
+          arg_ptr<float>(inv, 2, attn_state_floats(rows, b.head_dim), kPv, "state"), b);
+}
+
 // Matrix unit for q k^T and p v over the whole block (a diagonal block pays in
 // full: the mmul granules do not skip masked entries), vector unit for the
 // online softmax (6 ops per score vector) and the o rescale (1 op per vector).
+// attn_scores + attn_pv cost what flash_attn does, plus one more call.
+Cost scores_cycles(const AttnBlock& b, const npu::DeviceSpec& s) {
+  const int64_t rows = b.q_rows * b.group;
+  return mmul_cycles(rows, b.head_dim, b.kv_rows, s) +
+         static_cast<double>(rows) * (vector_cycles(b.kv_rows, kSoftmaxOps, s) +
+                                      vector_cycles(b.head_dim, 1, s) + fixed_cycles(kRowCycles));
+}
+Cost pv_cycles(const AttnBlock& b, const npu::DeviceSpec& s) {
+  return mmul_cycles(b.q_rows * b.group, b.kv_rows, b.head_dim, s);
+}
 Cost block_cycles(const npu::KernelParams& p, const npu::DeviceSpec& s) {
-  AttnBlock b = attn_block_params(p, kBlock, true);
+  const AttnBlock b = attn_block_params(p, kBlock, true);
   const int64_t rows = b.q_rows * b.group;
   return mmul_cycles(rows, b.head_dim, b.kv_rows, s) + mmul_cycles(rows, b.kv_rows, b.head_dim, s) +
          static_cast<double>(rows) * (vector_cycles(b.kv_rows, kSoftmaxOps, s) +
                                       vector_cycles(b.head_dim, 1, s) + fixed_cycles(kRowCycles));
+}
+
+// One matmul's MACs (q k^T or p v) of a block.
+int64_t half_macs(const npu::KernelParams& p, const char* kernel) {
+  const AttnBlock b = attn_block_params(p, kernel, true);
+  return b.q_rows * b.group * b.kv_rows * b.head_dim;
+}
+
+// attn_scores: q, k, p (bf16 rows x kv_rows) and state; attn_pv: p, v, state.
+int64_t scores_l1(const npu::KernelParams& p) {
+  const AttnBlock b = attn_block_params(p, kScores, true);
+  const int64_t rows = b.q_rows * b.group;
+  return 2 * (rows * b.head_dim + b.kv_rows * b.head_dim + rows * b.kv_rows) +
+         4 * attn_state_floats(rows, b.head_dim);
+}
+int64_t pv_l1(const npu::KernelParams& p) {
+  const AttnBlock b = attn_block_params(p, kPv, true);
+  const int64_t rows = b.q_rows * b.group;
+  return 2 * (rows * b.kv_rows + b.kv_rows * b.head_dim) + 4 * attn_state_floats(rows, b.head_dim);
+}
+
+// attn_copy (src, dst) [elems]: a bf16 object copied into a local buffer (the
+// split cascade's q capture, mlir-air's copy_tile).
+TileKernel copy_kernel() {
+  constexpr const char* kCopy = "attn_copy";
+  auto elems = [](const npu::KernelParams& p) { return param_in(p, "elems", 1, 1 << 20, kCopy); };
+  return make_tile_kernel(
+      kCopy,
+      [elems](const npu::KernelInvocation& inv) {
+        const int64_t n = elems(*inv.params);
+        std::copy_n(arg_ptr<const bf16>(inv, 0, n, kCopy, "src"), n,
+                    arg_ptr<bf16>(inv, 1, n, kCopy, "dst"));
+      },
+      [elems](const npu::KernelParams& p, const npu::DeviceSpec& s) {
+        return copy_cycles(2 * elems(p), s);
+      },
+      [elems](const npu::KernelParams& p) { return 4 * elems(p); });
 }
 
 struct StateDims {
@@ -198,10 +313,20 @@ std::vector<TileKernel> flash_attention_kernels() {
   v.push_back(make_tile_kernel(
       kBlock, run_block, block_cycles,
       [](const npu::KernelParams& p) { return attn_block_l1_bytes(attn_block_params(p, kBlock, true)); },
-      [](const npu::KernelParams& p) {
-        AttnBlock b = attn_block_params(p, kBlock, true);
-        return 2 * b.q_rows * b.group * b.kv_rows * b.head_dim;
-      }));
+      [](const npu::KernelParams& p) { return 2 * half_macs(p, kBlock); }));
+  v.push_back(make_tile_kernel(
+      kScores, run_scores,
+      [](const npu::KernelParams& p, const npu::DeviceSpec& s) {
+        return scores_cycles(attn_block_params(p, kScores, true), s);
+      },
+      scores_l1, [](const npu::KernelParams& p) { return half_macs(p, kScores); }));
+  v.push_back(make_tile_kernel(
+      kPv, run_pv,
+      [](const npu::KernelParams& p, const npu::DeviceSpec& s) {
+        return pv_cycles(attn_block_params(p, kPv, true), s);
+      },
+      pv_l1, [](const npu::KernelParams& p) { return half_macs(p, kPv); }));
+  v.push_back(copy_kernel());
   v.push_back(state_kernel(
       "attn_init",
       [](const npu::KernelInvocation& inv) {

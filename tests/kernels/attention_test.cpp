@@ -1,5 +1,7 @@
 // flash_attn (prefill) and decode_attn + attn_merge against a double-precision
 // causal attention on the same bf16 inputs.
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.h"
@@ -197,6 +199,44 @@ TEST(DecodeAttention, SplitContextMergesToTheFullSoftmax) {
       }
     }
   }
+}
+
+// attn_scores then attn_pv (the split cascade's two calls per K/V block) is
+// flash_attn bit for bit: same running state after every block (ragged last
+// block, rows that see none of a diagonal block, GQA rows), same output.
+TEST(FlashAttention, ScoresThenPvIsFlashAttnBitForBit) {
+  uint32_t seed = 700;
+  for (int64_t d : {2, 64, 128}) {
+    for (int64_t group : {1, 3}) {
+      for (auto [seq, q_rows] : {std::pair<int64_t, int64_t>{1, 1}, {37, 37}, {70, 9}}) {
+        Case c{seq, q_rows, group, d, 16};
+        Data x = make_data(c, seed += 3);
+        const int64_t rows = q_rows * group;
+        auto whole = fresh_state(rows, d), split = fresh_state(rows, d);
+        std::vector<bf16> p(rows * c.block, f32_to_bf16(3e4f));
+        for (int64_t k0 = 0; k0 < seq; k0 += c.block) {
+          const int64_t kv = std::min(c.block, seq - k0);
+          auto kb = block_of(x.k, c, k0, kv), vb = block_of(x.v, c, k0, kv);
+          npu::KernelParams prm{{"q_rows", q_rows}, {"group", group},          {"kv_rows", kv},
+                                {"head_dim", d},    {"q_pos0", seq - q_rows}, {"k_pos0", k0}};
+          run_kernel("flash_attn", prm, {bytes_of(x.q), bytes_of(kb), bytes_of(vb), bytes_of(whole)});
+          run_kernel("attn_scores", prm, {bytes_of(x.q), bytes_of(kb), bytes_of(p), bytes_of(split)});
+          run_kernel("attn_pv", prm, {bytes_of(p), bytes_of(vb), bytes_of(split)});
+          ASSERT_EQ(0, std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)))
+              << "d " << d << " group " << group << " seq " << seq << " block at " << k0;
+        }
+        const auto a = finalize(whole, rows, d), b = finalize(split, rows, d);
+        EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(bf16)));
+      }
+    }
+  }
+}
+
+TEST(FlashAttention, AttnCopyCopiesTheObject) {
+  auto src = random_bf16(96, 5, -2, 2);
+  std::vector<bf16> dst(96, f32_to_bf16(1.0f));
+  run_kernel("attn_copy", {{"elems", 96}}, {bytes_of(src), bytes_of(dst)});
+  EXPECT_EQ(0, std::memcmp(src.data(), dst.data(), src.size() * sizeof(bf16)));
 }
 
 TEST(FlashAttention, RowThatSawNoKeyIsAnError) {

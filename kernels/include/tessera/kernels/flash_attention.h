@@ -16,8 +16,17 @@
 //   flash_attn    (q, k, v, state)        [q_rows, group, kv_rows, head_dim, q_pos0,
 //                                          k_pos0, causal (0/1, default 1),
 //                                          scale (float, default 1/sqrt(head_dim))]
+//   attn_scores   (q, k, p, state)        [flash_attn's]  the first half of flash_attn:
+//                                         scores, online softmax of (m, l), o rescaled;
+//                                         p bf16[R, kv_rows] gets the weights
+//   attn_pv       (p, v, state)           [flash_attn's]  the second half: o += p v
+//   attn_copy     (src, dst)              [elems]  bf16 copy (a q object captured)
 //   attn_merge    (state_a, state_b)      [rows, head_dim]   a = a (+) b
 //   attn_finalize (state, out)            [rows, head_dim]   out = bf16(o / l)
+// attn_scores then attn_pv with the same params is flash_attn bit for bit: the
+// weights are exp_tile results (bf16 values), so p holds them exactly, and o
+// takes the same rescale and the same p v sums in the same order. The split
+// lets a tile release K before it needs V (K and V on their own streams).
 // kv_rows may be smaller than the K/V objects (a ragged last block): rows
 // beyond kv_rows are never read, so padding cannot leak into the softmax.
 // With causal = 1, query position p sees keys at positions <= p only.
@@ -53,6 +62,8 @@ inline int64_t attn_state_floats(int64_t rows, int64_t head_dim) { return rows *
 
 void attn_state_init(float* state, int64_t rows, int64_t head_dim);
 void attn_block(const bf16* q, const bf16* k, const bf16* v, float* state, const AttnBlock& b);
+void attn_scores(const bf16* q, const bf16* k, bf16* p, float* state, const AttnBlock& b);
+void attn_pv(const bf16* p, const bf16* v, float* state, const AttnBlock& b);
 void attn_merge(float* a, const float* b, int64_t rows, int64_t head_dim);
 // Throws KernelNumericError when a row saw no key (l = 0): its output would be
 // 0/0, which means the builder's blocking or masking is wrong.
