@@ -53,8 +53,9 @@ kernels::TileOptions air_tiles(const kernels::OpShape& s, bool decode) {
   if (op == "linear" && s.dim("M") > 1) return {{"gemm", 1}, {"m", 64}, {"k", 32}, {"n", 64}};
   if (op == "linear") return {{"gemm", 0}, {"columns", 8}, {"rows", 1}};  // herd_m = 8
   // LQP 256 (4 q tiles), LKP 64, a 4-deep cascade (the builder halves the
-  // blocks for head_dim 128 to fit L1).
-  if (op == "attention_prefill") return {{"cascade", 4}, {"qtiles", 4}};
+  // blocks for head_dim 128 to fit L1), K and V on their own channels
+  // (QKIn_s / VIn_s, attn_npu2_seqfirst.py).
+  if (op == "attention_prefill") return {{"cascade", 4}, {"qtiles", 4}, {"kv_split", 1}};
   // Decode: RMSNorm and RoPE on one core ([1,1]), the adds and SiLU x mul on
   // [8,1] (rms_gemv_rope_multi.py, o_gemv_ffn_multi.py).
   if (decode && (op == "silu_mul" || op == "residual_add")) return {{"rows", 1}};
@@ -321,11 +322,10 @@ std::vector<StyleStep> lower_air(const model::ModelConfig& c, const Graph& g, Lo
                          c.head_dim, kAirSeqFirstHeadDim));
       steps.push_back(host_step("transpose_qkv", layers, 2 * S * (c.q_dim() + 2 * kvd) * 2, 0));
     }
-    // Compiled with omit_pingpong "all" too, but there K and V arrive on their
-    // own channels (QKIn / VIn) and refill under the softmax; the cascade
-    // design carries both in one stream and one call, where single buffers
-    // would charge waits the source hides. So it keeps its buffers.
-    steps.push_back(L.dispatch("flash_attn", g, 0, {"attn_out"}, layers, false));
+    // Compiled with omit_pingpong "all" (the pipeline's backend preset): every
+    // core buffer single. K and V arrive on their own channels (kv_split), so
+    // each refills while the core works on the other.
+    steps.push_back(L.dispatch("flash_attn", g, 0, {"attn_out"}, layers, false, true));
     if (c.head_dim != kAirSeqFirstHeadDim)
       steps.push_back(host_step("transpose_o", layers, 2 * S * c.q_dim() * 2, 0));
     // K and V (seq-first) into the host cache (n_kv_heads, max_seq, head_dim).

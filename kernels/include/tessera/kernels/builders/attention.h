@@ -93,6 +93,8 @@ struct CascadePlan {
   int64_t QB = 0, NKB = 0, cps = 0;  // query blocks, K/V blocks per head, blocks per stage
   int64_t LX = 0, HP = 0;            // query super-blocks of NQ * bq rows, head groups
   int64_t groups_per_launch = 0;
+  bool kv_split = false;       // K and V on their own streams (below)
+  int64_t iters_per_run = 0;   // kv_split: iterations between sequence waits
   int64_t T() const { return P + S; }
   int C() const { return H * NQ; }
   int64_t iters() const { return HP * LX; }  // per column, over all launches
@@ -100,8 +102,22 @@ struct CascadePlan {
   int64_t l1_bytes() const;  // stage 0's (q, K/V, state, out): the fullest tile
 };
 
+//
+// "kv_split" = 1 streams K and V apart, as the source does (QKIn_s / VIn_s):
+// stage s of segment g takes, per iteration, the segment's NQ q objects and
+// then its K blocks on qk{g}_{s}, and its V blocks on v{g}_{s}, both from the
+// shim of column g * NQ + s, single-buffered (aircc's omit_pingpong). A core
+// keeps its own q object (attn_copy into "qbuf": the source's selective
+// capture; a third input stream would exceed its 2 S2MM channels), and per
+// block calls attn_scores on K, releases K, then attn_pv on V: K refills while
+// the core works on V and V while it works on the next K, where the joint
+// stream holds both through one flash_attn call. Needs bq == bk (q objects
+// and K blocks share the stream); the L1 holds the bf16 weights p in place of
+// the second q buffer. Three shim tasks per iteration: the sequence waits
+// every iters_per_run iterations so the BDs are reused, in one launch.
 // TileOptions keys: "cascade" (stages, >= 1 selects this design), "qtiles",
-// "bq", "bk". build_attention_prefill hands options with "cascade" here.
+// "bq", "bk", "kv_split" (0 | 1). build_attention_prefill hands options with
+// "cascade" here.
 CascadePlan plan_attention_cascade(const OpShape& shape, const npu::DeviceSpec& spec,
                                    const TileOptions& tiles);
 BuiltOp build_attention_cascade(const OpShape& shape, const npu::DeviceSpec& spec,
