@@ -317,7 +317,10 @@ TEST(AttentionBuilder, ImpossibleShapesAreLimitErrors) {
   // Cascade: more stages than rows, than a segment's q tiles (each stage
   // needs its own shim), blocks that overflow stage 0's L1.
   for (const TileOptions& t : {TileOptions{{"cascade", 5}}, TileOptions{{"cascade", 4}, {"qtiles", 2}},
-                               TileOptions{{"cascade", 4}, {"bq", 256}, {"bk", 256}}})
+                               TileOptions{{"cascade", 4}, {"bq", 256}, {"bk", 256}},
+                               // kv_split: q blocks ride the K stream, so bq == bk; 0 or 1.
+                               TileOptions{{"cascade", 2}, {"bq", 4}, {"bk", 8}, {"kv_split", 1}},
+                               TileOptions{{"cascade", 2}, {"kv_split", 2}}})
     EXPECT_THROW(op_builder("attention_prefill").build(prefill_shape({64, 0, 2, 1, 64}), spec, t),
                  LimitError);
 }
@@ -355,6 +358,43 @@ TEST(AttentionBuilder, CascadeInThePublishedConfiguration) {
   int64_t total = 0;
   for (const auto& [t, n] : calls) total += n;
   EXPECT_EQ(total, 32 * (32 * 33 / 2));  // every causal (q block, K/V block) pair, once per head
+}
+
+// Seconds the busiest core (the most seconds over all launches) waits on
+// single-buffered FIFOs: TileTiming::seconds less its kernel time.
+double busiest_stall(const npu::DispatchTiming& d, const npu::DeviceSpec& spec) {
+  std::map<npu::TileCoord, std::pair<double, double>> tiles;  // seconds, stall
+  for (const auto& l : d.launches)
+    for (const auto& t : l.tiles) {
+      tiles[t.tile].first += t.seconds;
+      tiles[t.tile].second += t.seconds - t.effective_cycles / spec.clock_hz;
+    }
+  std::pair<double, double> most{0, 0};
+  for (const auto& [tile, st] : tiles) most = std::max(most, st);
+  return most.second;
+}
+
+// The registry configuration with K and V on one stream pays two refill hops
+// per block (both objects held through one call); with kv_split K refills
+// under attn_pv and V under the next attn_scores, leaving the busiest core
+// (stage 0, 960 blocks) about the q capture's hops (NQ per iteration). Same
+// blocks, same MACs.
+TEST(AttentionBuilder, KvSplitHidesTheKvRefill) {
+  const auto spec = npu::DeviceSpec::preset("xdna2");
+  const OpShape s = prefill_shape({2048, 0, 32, 8, 64});
+  const TileOptions joint = {{"cascade", 4}, {"qtiles", 4}, {"bq", 64}, {"bk", 64}};
+  TileOptions split = joint;
+  split["kv_split"] = 1;
+  const BuiltOp bj = op_builder("attention_prefill").build(s, spec, joint);
+  const BuiltOp bs = op_builder("attention_prefill").build(s, spec, split);
+  const npu::DispatchTiming tj = npu::estimate_time(bj.design, spec);
+  const npu::DispatchTiming ts = npu::estimate_time(bs.design, spec);
+  EXPECT_EQ(tj.macs, ts.macs);
+  const double hop = 64.0 * 64 * 2 / (spec.stream_bytes_per_cycle * spec.clock_hz);
+  const CascadePlan p = plan_attention_cascade(s, spec, split);
+  EXPECT_GT(busiest_stall(tj, spec), 0.4 * 960 * hop);  // about one hop per block at least
+  EXPECT_LT(busiest_stall(ts, spec), 1.1 * double(p.iters() * p.NQ) * hop);  // the q capture
+  EXPECT_LT(ts.total_seconds, tj.total_seconds);
 }
 
 // Per launch (the rounds at positions [r0, r0 + rounds_per_launch) of every
