@@ -239,10 +239,7 @@ Cost pv_cycles(const AttnBlock& b, const npu::DeviceSpec& s) {
 }
 Cost block_cycles(const npu::KernelParams& p, const npu::DeviceSpec& s) {
   const AttnBlock b = attn_block_params(p, kBlock, true);
-  const int64_t rows = b.q_rows * b.group;
-  return mmul_cycles(rows, b.head_dim, b.kv_rows, s) + mmul_cycles(rows, b.kv_rows, b.head_dim, s) +
-         static_cast<double>(rows) * (vector_cycles(b.kv_rows, kSoftmaxOps, s) +
-                                      vector_cycles(b.head_dim, 1, s) + fixed_cycles(kRowCycles));
+  return scores_cycles(b, s) + pv_cycles(b, s);
 }
 
 // One matmul's MACs (q k^T or p v) of a block.
