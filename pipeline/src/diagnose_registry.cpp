@@ -213,6 +213,28 @@ Outcome kv_cache_rows(const OpCase& c) {
   return judge(c, vs);
 }
 
+// An input cut as one row of a longer value (OpCase::row_view_*) taken at
+// another row: a caller whose "last real token" of a bucketed prefill is off.
+Outcome row_view_offset(const OpCase& c) {
+  if (c.row_view_input < 0 || c.row_view_source.empty())
+    return untestable("no input is one row of a longer value");
+  const auto i = static_cast<size_t>(c.row_view_input);
+  const size_t width = c.inputs.at(i).size();
+  const auto rows = static_cast<int64_t>(c.row_view_source.size() / width);
+  std::vector<Variant> vs;
+  for (int64_t k : {-1, 1, -2, 2}) {
+    const int64_t r = c.row_view_row + k;
+    if (r < 0 || r >= rows) continue;
+    In in = c.inputs;
+    in[i].assign(c.row_view_source.begin() + r * static_cast<std::ptrdiff_t>(width),
+                 c.row_view_source.begin() + (r + 1) * static_cast<std::ptrdiff_t>(width));
+    vs.push_back({fmt::format("input {} taken at row {} instead of {} (off by {:+d})", i, r, c.row_view_row, k),
+                  reference(c.shape, in)});
+  }
+  if (vs.empty()) return untestable("the value has no other row");
+  return judge(c, vs);
+}
+
 // The executor bound another weight of the layer (same size) to the op.
 Outcome wrong_weight(const OpCase& c) {
   std::vector<Variant> vs;
@@ -327,6 +349,9 @@ const std::vector<Entry>& registry() {
       {"kv_cache_rows", {"kv_append"}, "the cache fed to the call with an earlier row stale (its neighbour's) or zero",
        "the KV cache fed to the call differs from what earlier calls wrote: the caller kept a row wrong",
        kv_cache_rows},
+      {"row_view_offset", {"*"}, "the op with its one-row input taken at rows +-1, +-2 of the value it is cut from",
+       "the caller took the wrong row of a longer value (a bucketed prefill's last real token off by a few)",
+       row_view_offset},
       {"layout_mismatch", {"*"}, "the op's output or an activation input in the transposed / head-major layout",
        "an activation layout mismatch between two dispatches", layout_mismatch},
       {"wrong_weight", {"*"}, "the op with each other same-size weight of its layer",

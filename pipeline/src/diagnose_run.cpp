@@ -51,9 +51,12 @@ std::vector<std::pair<std::string, std::vector<float>>> same_size_weights(Contex
 
 // The inputs node `n` read in this run, or nullopt when one was not kept
 // (a value fused away) or does not have the size the op reads.
+// A last_row input is recorded in `c` (OpCase::row_view_*) with the value it
+// was cut from.
 std::optional<std::vector<std::vector<float>>> node_inputs(Context& ctx, const compiler::Graph& g,
                                                            const compiler::Node& n, const runtime::Values& npu,
-                                                           const runtime::Values& host, int64_t last_row) {
+                                                           const runtime::Values& host, int64_t last_row,
+                                                           OpCase& c) {
   std::vector<std::vector<float>> in;
   const std::vector<int64_t> want = reference_input_sizes(n.shape);
   for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -72,6 +75,9 @@ std::optional<std::vector<std::vector<float>>> node_inputs(Context& ctx, const c
         const size_t width = it->second.size() / static_cast<size_t>(g.seq);
         const size_t row = last_row < 0 ? static_cast<size_t>(g.seq) - 1 : static_cast<size_t>(last_row);
         if (row >= static_cast<size_t>(g.seq)) return std::nullopt;
+        c.row_view_input = static_cast<int64_t>(i);
+        c.row_view_source = it->second;
+        c.row_view_row = static_cast<int64_t>(row);
         in.emplace_back(it->second.begin() + static_cast<std::ptrdiff_t>(row * width),
                         it->second.begin() + static_cast<std::ptrdiff_t>((row + 1) * width));
       }
@@ -125,9 +131,9 @@ std::optional<Diagnosis> diagnose_run(Context& ctx, const compiler::Graph& g, co
     if (n.shape.op == "argmax") continue;  // ties are judged on the logits, not in isolation
     auto out = npu.find(n.output.str());
     if (out == npu.end() || static_cast<int64_t>(out->second.size()) != reference_output_size(n.shape)) continue;
-    auto in = node_inputs(ctx, g, n, npu, host, last_row);
-    if (!in) continue;
     OpCase c;
+    auto in = node_inputs(ctx, g, n, npu, host, last_row, c);
+    if (!in) continue;
     c.where = fmt::format("{} node {}", phase, n.output.str());
     c.shape = n.shape;
     c.inputs = std::move(*in);

@@ -249,6 +249,14 @@ TEST(Deploy, SessionStuckPositionIsNamedAtItsStep) {
   EXPECT_NE(s.cause.find("off by -1"), std::string::npos) << s.cause;
 }
 
+// The executor takes the row before the prompt's last real token for the LM
+// head of a bucketed prefill: named by the row-view diagnoser, not "unknown".
+TEST(Deploy, SessionLastRowOffByOneIsNamed) {
+  const SessionBugSeen s = session_bug(Mutant::exec_last_row_prev, "last-row-prev");
+  EXPECT_EQ(s.diagnoser, "row_view_offset") << s.first_failed << " | " << s.cause;
+  EXPECT_NE(s.where.find("logits"), std::string::npos) << s.where;
+}
+
 // The last layer's cache keeps row P - 1 in place of row P: the next step's
 // kv_append gets an old row that differs from what the NPU wrote (a cache the
 // caller kept wrong, not a write at the wrong place nor an attention read).

@@ -132,7 +132,7 @@ TEST(Diagnosers, RegistryHasOneEntryPerCause) {
   for (const DiagnoserInfo& d : diagnosers()) EXPECT_TRUE(names.insert(d.name).second) << d.name;
   for (const char* n : {"transposed_weight", "rope_pairing", "rope_position_offset", "bias", "gqa_head_mapping",
                         "softmax_overflow", "norm_eps_or_weight", "kv_position", "layout_mismatch", "device_limit",
-                        "wrong_weight", "kv_cache_rows", "rope_table_precision"})
+                        "wrong_weight", "kv_cache_rows", "rope_table_precision", "row_view_offset"})
     EXPECT_TRUE(names.count(n)) << n;
 }
 
@@ -176,6 +176,29 @@ TEST(Diagnosers, IndistinguishableHypothesisIsNotNamed) {
   const Diagnosis d = diagnose(c);
   EXPECT_FALSE(d.known()) << d.line();
   EXPECT_NE(d.line().find("bias: the bias missing: indistinguishable"), std::string::npos) << d.line();
+}
+
+// The LM head's input is one row of the final norm; a caller that takes the
+// row before the last real token is named with the offset, and an op with no
+// such input is not explained by it.
+TEST(Diagnosers, RowViewTakenOneRowEarly) {
+  const std::vector<float> norm = seeded(5 * 16, 5);
+  OpCase c = op_case("linear", {{"M", 1}, {"K", 16}, {"N", 8}},
+                     {std::vector<float>(norm.begin() + 3 * 16, norm.begin() + 4 * 16), seeded(128, 2)});
+  c.row_view_input = 0;
+  c.row_view_source = norm;
+  c.row_view_row = 3;
+  std::vector<std::vector<float>> early = c.inputs;
+  early[0].assign(norm.begin() + 2 * 16, norm.begin() + 3 * 16);
+  const std::vector<std::span<const float>> in(early.begin(), early.end());
+  c.npu = reference_op(c.shape, in);
+  round_bf16_inplace(c.npu);
+  const Diagnosis d = diagnose(c);
+  EXPECT_EQ(d.diagnoser, "row_view_offset") << d.line();
+  EXPECT_NE(d.cause.find("wrong row"), std::string::npos) << d.line();
+  EXPECT_NE(d.evidence.find("off by -1"), std::string::npos) << d.line();
+  c.row_view_input = -1;
+  EXPECT_NE(diagnose(c).diagnoser, "row_view_offset");
 }
 
 TEST(Diagnosers, HonestDeployRunsNone) {

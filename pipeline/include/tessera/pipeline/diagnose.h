@@ -49,6 +49,12 @@ struct OpCase {
   // op alone).
   std::vector<std::vector<std::pair<std::string, std::vector<float>>>> other_weights;
   npu::DeviceSpec spec;
+  // An input that is one row of a longer value (the LM head's last_row view
+  // of the final norm): which input, the whole [rows, width] value and the
+  // row an honest caller takes (a bucketed prefill's last real token).
+  int64_t row_view_input = -1;
+  std::vector<float> row_view_source;
+  int64_t row_view_row = -1;
 };
 
 struct Diagnosis {
