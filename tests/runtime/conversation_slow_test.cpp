@@ -12,17 +12,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* kChatML =
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
-    "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
-
-model::Tokenizer tiny_tokenizer(const model::ModelConfig& c) {
-  const auto dir = fs::path(::testing::TempDir()) / ("conv-tok-" + std::to_string(::getpid()));
-  model::write_synthetic_model(model::preset("tiny"), dir, 11);
-  auto tok = model::load_tokenizer(dir, c);
-  fs::remove_all(dir);
-  return tok;
-}
+using testing::kChatML;
+using testing::tiny_tokenizer;
 
 // The second turn starts where the first left the cache and appends only the
 // tokens its text adds; the cache then holds exactly the whole conversation's

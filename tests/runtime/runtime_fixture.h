@@ -149,4 +149,19 @@ inline std::vector<OracleStep> oracle_greedy(const TinyModel& m,
   return out;
 }
 
+// ChatML without a default system message (Qwen2.5's shape).
+inline const char* const kChatML =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+// The tiny preset's synthetic tokenizer, written to a per-process directory
+// (parallel ctest runs share TempDir) and loaded back.
+inline model::Tokenizer tiny_tokenizer(const model::ModelConfig& c) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / ("tiny-tok-" + std::to_string(::getpid()));
+  model::write_synthetic_model(model::preset("tiny"), dir, 11);
+  auto tok = model::load_tokenizer(dir, c);
+  std::filesystem::remove_all(dir);
+  return tok;
+}
+
 }  // namespace tessera::runtime::testing

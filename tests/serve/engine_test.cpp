@@ -13,18 +13,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// ChatML without a default system message (Qwen2.5's shape).
-const char* kChatML =
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
-    "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
-
-model::Tokenizer tiny_tokenizer(const model::ModelConfig& c) {
-  const auto dir = fs::path(::testing::TempDir()) / ("serve-tok-" + std::to_string(::getpid()));
-  model::write_synthetic_model(model::preset("tiny"), dir, 11);
-  auto tok = model::load_tokenizer(dir, c);
-  fs::remove_all(dir);
-  return tok;
-}
+using runtime::testing::kChatML;
+using runtime::testing::tiny_tokenizer;
 
 Engine make_engine(bool chat) {
   const auto& m = runtime::testing::tiny("tiny");
