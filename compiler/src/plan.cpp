@@ -117,14 +117,37 @@ const DesignCache::Entry::ActProbe& DesignCache::activation(const Entry& entry, 
 
 // ---------------------------------------------------------------- layout policy
 
+namespace {
+
+// The N block: the builder's default n unless N splits evenly over the
+// array's columns into blocks of at most that n (and at least half of it,
+// so x is not re-streamed for many more N blocks). A row-major y
+// (kRowMajorOutTile) writes exactly N columns and refuses padded N blocks,
+// so an N that pads (Qwen2.5's hidden 896 and intermediate 4864 at n = 64
+// over 8 columns) would keep every edge it feeds blocked; the exact blocks
+// also drop the padded columns' compute.
+int64_t exact_n(int64_t N, int64_t n, const npu::DeviceSpec& spec) {
+  const int64_t per_column = N / spec.columns;
+  if (N % spec.columns != 0 || per_column % n == 0) return n;
+  for (int64_t e = n / 4 * 4; e >= std::max<int64_t>(n / 2, 4); e -= 4)
+    if (per_column % e == 0) return e;
+  return n;
+}
+
+}  // namespace
+
 kernels::TileOptions layout_tiles(const kernels::OpShape& shape, const npu::DeviceSpec& spec) {
   if (shape.op != "linear" || shape.dim("M") <= 1) return {};
   // The largest prefill bucket's GEMM blocking. n depends only on N and the
   // array; k is the largest K block that fits L1 next to a 64-row x block, so
   // it also fits every smaller M block: one W layout serves every prefill M.
-  const int64_t kLayoutM = 2048;
-  const int64_t K = shape.dim("K");
-  kernels::LinearPlan p = kernels::plan_linear(kLayoutM, K, shape.dim("N"), spec, {{"gemm", 1}});
+  // k is chosen for the widest N block (kLayoutN over the columns), so it
+  // depends on K alone: the GEMMs reading one x (q, k and v of a narrow KV
+  // dim) agree on its K block, and the row-wise producer of x can write
+  // that one blocked x for all of them (kGemmX*).
+  const int64_t kLayoutM = 2048, kLayoutN = int64_t{spec.columns} * 64;
+  const int64_t K = shape.dim("K"), N = shape.dim("N");
+  kernels::LinearPlan p = kernels::plan_linear(kLayoutM, K, kLayoutN, spec, {{"gemm", 1}});
   // Whole K blocks where the array allows them: a row-wise producer (rmsnorm,
   // silu_mul) can write only whole blocks of the GEMM's x (kGemmX*), and a
   // padded last block would need its pad columns zeroed in a reused arena
@@ -132,10 +155,11 @@ kernels::TileOptions layout_tiles(const kernels::OpShape& shape, const npu::Devi
   // the norms into their GEMMs saves more than its larger block does.
   if (K % p.k != 0) {
     const kernels::LinearPlan whole =
-        kernels::plan_linear(kLayoutM, K, shape.dim("N"), spec, {{"gemm", 1}, {"y_depth", 2}});
+        kernels::plan_linear(kLayoutM, K, kLayoutN, spec, {{"gemm", 1}, {"y_depth", 2}});
     if (K % whole.k == 0) p = whole;
   }
-  return {{"gemm", 1}, {"k", p.k}, {"n", p.n}};
+  const kernels::LinearPlan np = kernels::plan_linear(kLayoutM, K, N, spec, {{"gemm", 1}, {"k", p.k}});
+  return {{"gemm", 1}, {"k", p.k}, {"n", exact_n(N, np.n, spec)}};
 }
 
 // ---------------------------------------------------------------- steps, plans

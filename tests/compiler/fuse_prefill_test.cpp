@@ -18,10 +18,10 @@ namespace {
 
 using testing_util::cache;
 
-Plan prefill(const std::string& preset, std::set<std::string> disabled = {}) {
+Plan prefill(const std::string& preset, std::set<std::string> disabled = {}, int64_t seq = 256) {
   PlanOptions o;
   o.disabled = std::move(disabled);
-  return lower(testing_util::small_vocab(preset, 2), 256, 0, cache(), o);
+  return lower(testing_util::small_vocab(preset, 2), seq, 0, cache(), o);
 }
 
 // The dispatch of layer 0 holding node `name`.
@@ -95,6 +95,46 @@ TEST(FusePrefill, PrefillKBlocksDivideK) {
     const kernels::TileOptions t = layout_tiles(s, cache().spec());
     EXPECT_EQ(K % t.at("k"), 0) << "K=" << K << " k=" << t.at("k");
   }
+}
+
+// The prefill layout policy's N block tiles N over the columns where a block
+// of at least half the builder's n does (Qwen2.5's hidden 896 = 8 x 2 x 56,
+// intermediate 4864 = 8 x 19 x 32), since a row-major y refuses padded N
+// blocks; and k depends on K alone, so q / k / v (N = 896 and 128) read one
+// blocked x that attn_norm can write. llama's n = 64 stays as it was.
+TEST(FusePrefill, PrefillNBlocksTileNAndKBlocksFollowK) {
+  const npu::DeviceSpec& spec = cache().spec();
+  auto tiles = [&](int64_t K, int64_t N) {
+    return layout_tiles({"linear", {{"M", 2048}, {"K", K}, {"N", N}}, {}}, spec);
+  };
+  for (const auto& [K, N] : std::vector<std::pair<int64_t, int64_t>>{{896, 896}, {896, 4864}, {4864, 896}}) {
+    const kernels::TileOptions t = tiles(K, N);
+    EXPECT_EQ(N % (spec.columns * t.at("n")), 0) << "K=" << K << " N=" << N << " n=" << t.at("n");
+  }
+  EXPECT_EQ(tiles(896, 128).at("k"), tiles(896, 896).at("k"));
+  EXPECT_EQ(tiles(2048, 8192).at("n"), 64);
+  EXPECT_EQ(tiles(2048, 512).at("n"), 64);
+}
+
+// Qwen2.5 (hidden 896, q/k/v bias, intermediate 4864): the N blocks that
+// tile N let every projection write row-major, so attn_norm .. k_rot (with
+// the biases) is one dispatch; silu_mul's objects of whole rows (4864 is no
+// multiple of its flat 512) write down's blocked x, so o .. h_out is one
+// more: llama's 3 per layer, 9 before.
+TEST(FusePrefill, Qwen25LayerIsThreeDispatches) {
+  const Plan p = prefill("qwen2.5-0.5b", {}, 2048);
+  EXPECT_EQ(verify_plan(p), "");
+  EXPECT_EQ(p.dispatches_per_layer(), 3);
+  EXPECT_EQ(step_of(p, "L0.attn_norm"), step_of(p, "L0.k_rot"));
+  EXPECT_EQ(step_of(p, "L0.q"), step_of(p, "L0.k_rot")) << "the q bias joins its gemm";
+  EXPECT_EQ(step_of(p, "L0.o"), step_of(p, "L0.h_out"));
+  for (const Launch& l : step_of(p, "L0.o")->launches)
+    if (l.shape.op == "silu_mul") {
+      EXPECT_TRUE(l.tiles.count(kernels::kGemmXM)) << l.name;
+    }
+  const Plan off = prefill("qwen2.5-0.5b", {"align-layouts"}, 2048);
+  EXPECT_GT(off.dispatches_per_layer(), 3);
+  EXPECT_LT(p.predicted_seconds(), off.predicted_seconds());
 }
 
 // Planted: the plan text keeps ffn_norm's blocked-x output layout but loses

@@ -2,6 +2,7 @@
 // (rowwise.h GemmXLayout, activation_layout.h kGemmX*): after the simulated
 // run its x_r buffers hold exactly the bytes the gemm's own pack() writes for
 // the same values, and its values are the row-major variant's bit for bit.
+#include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -13,6 +14,8 @@
 #include "tessera/kernels/builders/builder_support.h"
 #include "tessera/kernels/op_builder.h"
 #include "tessera/npu/simulator.h"
+#include "kernel_test_util.h"
+#include "tessera/oracle/ops.h"
 
 namespace tessera::kernels {
 namespace {
@@ -130,6 +133,35 @@ TEST_P(GemmXLayoutTest, DefaultBlockTilesTheGemmsRowGroups) {
   if (group % object(plain_op, filling) != 0) {
     x["m"] = filling;
     EXPECT_THROW(op_builder("silu_mul").build(act, spec, x), LimitError);
+  }
+}
+
+// Rows that flat rows of 512 do not tile (Qwen2.5's down K = 4864 and
+// 11008; here K = 19 and 21 blocks of 64, M ragged against the gemm's 4 x 16
+// rows): a column's run or a launch (a few steps: two stream tasks a step)
+// would start inside a row, and that piece is no whole object (refused). The builder takes objects of whole rows instead
+// (a width dividing them); against the row-major variant, the gemm's own
+// pack and oracle::swiglu (the bound of elementwise_builders_test).
+TEST_P(GemmXLayoutTest, FlatRowsThatDoNotTileTheGemmsRowsTakeWholeRowObjects) {
+  for (auto [M, N] : {std::pair<int64_t, int64_t>{200, 1216}, {72, 1344}}) {
+    SCOPED_TRACE(fmt::format("M={} N={}", M, N));
+    const OpShape act{"silu_mul", {{"M", M}, {"N", N}}, {}};
+    const BuiltOp gemm = op_builder("linear").build({"linear", {{"M", M}, {"K", N}, {"N", 128}}, {}},
+                                                    spec, kGemmTiles);
+    TileOptions x = gemm_x_of(gemm);
+    x.erase("m");
+    const BuiltOp blocked_op = op_builder("silu_mul").build(act, spec, x);
+    const auto g = values(M * N, 3), u = values(M * N, 4);
+    const Ran plain = run(op_builder("silu_mul").build(act, spec, {{kRowMajorTile, 1}}), {g, u}, spec);
+    const Ran blocked = run(blocked_op, {g, u}, spec);
+    EXPECT_EQ(blocked.y, plain.y);
+    EXPECT_EQ(differing_bytes(blocked, gemm), 0);
+    std::vector<float> ref(g.size());
+    oracle::swiglu(g.data(), u.data(), M * N, ref.data());
+    int64_t outside = 0;
+    for (size_t i = 0; i < ref.size(); ++i)
+      outside += std::fabs(double{blocked.y[i]} - ref[i]) > std::fabs(ref[i]) * (2 * test::kUBf16 + 8 * test::kU32) + 1e-38;
+    EXPECT_EQ(outside, 0);
   }
 }
 

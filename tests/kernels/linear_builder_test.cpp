@@ -144,6 +144,24 @@ TEST_P(LinearOnDevice, RowMajorOutputIsExactWithThePanel) {
   EXPECT_EQ(op_builder("linear").build(linear_shape(78, 96, 512), spec, plain).tiles.at("m"), 16);
 }
 
+// The prefill layout policy's exact N blocks (compiler layout_tiles): n = 56
+// (Qwen2.5's hidden 896 = 8 x 2 x 56) and n = 32 with an odd 19 N blocks per
+// column (its 4864 = 8 x 19 x 32), here over fewer columns; row-major y on
+// ragged M (the last step re-read), with and without the panel.
+TEST_P(LinearOnDevice, RowMajorOutputWithExactNBlocksOfAnyWidth) {
+  const TileOptions t{{kRowMajorOutTile, 1}, {"gemm", 1}, {"columns", 4}, {"rows", 4}, {"k", 64}};
+  auto with = [&](int64_t n, int panel) {
+    TileOptions o = t;
+    o["n"] = n;
+    o["panel"] = panel;
+    return o;
+  };
+  check_linear(300, 192, 4 * 2 * 56, spec, with(56, 1));
+  check_linear(70, 128, 4 * 2 * 56, spec, with(56, 0));
+  check_linear(70, 64, 4 * 19 * 32, spec, with(32, 1));
+  EXPECT_EQ(plan_linear(70, 64, 4 * 19 * 32, spec, with(32, 1)).NB, 19);
+}
+
 // Panel + row-major y with more N blocks than an x shim's BDs take one y
 // task each: the launches split the N blocks (each reads its own W blocks),
 // the ragged last M step still re-reads whole rows in its own launches.

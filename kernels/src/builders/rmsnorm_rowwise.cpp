@@ -323,6 +323,45 @@ TileOptions gemm_x_blocks(const RowwiseSpec& s, const npu::DeviceSpec& spec,
   return out;
 }
 
+// A flat view whose rows of 512 do not tile the gemm's rows (Qwen2.5's
+// silu_mul into down, K = 4864 or 11008): a launch's run then starts inside
+// a row and its first task is a piece of a row, not whole objects, so the
+// gemm x output is refused. Objects of q whole rows (q dividing the gemm's m,
+// largest first) split over R tiles as m flat rows of a width dividing them
+// start every run on a row and end every group on an object. Returns the
+// tiles (m, rows) with s's width set, or `tiles` as given when none fits L1.
+TileOptions whole_row_objects(RowwiseSpec& s, const npu::DeviceSpec& spec, const TileOptions& tiles) {
+  const int64_t K = s.gemm_x.K;
+  // One row (a gemv's x) is written as one span: no row to start inside.
+  if (!s.flat || !s.gemm_x.on() || s.gemm_x.M == 1 || tiles.count("m") || tiles.count("rows") ||
+      K % s.cols == 0)
+    return tiles;
+  for (int64_t q = s.gemm_x.m; q >= 1; --q) {
+    if (s.gemm_x.m % q || s.gemm_x.M % q) continue;
+    for (int R = spec.compute_rows; R >= 1; --R) {
+      if ((q * K) % R) continue;
+      const int64_t per = q * K / R;  // elements of one tile's block
+      int64_t w = std::min(per, kFlatWidth);
+      while (w > 1 && (per % w || w % 2)) --w;
+      if (per % w || w % 2) continue;
+      RowwiseSpec c = s;
+      c.cols = w;
+      c.rows = (s.numel + w - 1) / w;
+      TileOptions t = tiles;
+      t["m"] = per / w;
+      t["rows"] = R;
+      try {
+        plan_rowwise(c, spec, t);
+      } catch (const LimitError&) {
+        continue;
+      }
+      s = c;
+      return t;
+    }
+  }
+  return tiles;
+}
+
 }  // namespace
 
 BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::DeviceSpec& spec,
@@ -339,7 +378,8 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
   sp->gemm_x = gemm_x_layout(s.what, tiles, shape_numel(output.shape) / output.shape.back(),
                              output.shape.back(), spec);
   sp->rowmajor = sp->rowmajor || sp->gemm_x.on();
-  auto p = std::make_shared<RowwisePlan>(plan_rowwise(s, spec, gemm_x_blocks(*sp, spec, tiles)));
+  const TileOptions blocks = gemm_x_blocks(*sp, spec, whole_row_objects(*sp, spec, tiles));
+  auto p = std::make_shared<RowwisePlan>(plan_rowwise(*sp, spec, blocks));
   BuiltOp out;
   out.shape = shape;
   out.design = make_rowwise_design(*sp, *p, spec);
@@ -449,6 +489,7 @@ BuiltOp build_elementwise2(const OpShape& shape, const std::string& kernel,
   s.cols = kFlatWidth;
   s.rows = (s.numel + kFlatWidth - 1) / kFlatWidth;
   s.P = 2;
+  s.flat = true;
   s.params = [](int64_t m, int64_t wt) { return npu::KernelParams{{"count", m * wt}}; };
   return build_rowwise(shape, s, spec, tiles, {{a, {M, N}}, {b, {M, N}}},
                        {{RowwiseInput::Role::stream, 0}, {RowwiseInput::Role::stream, 1}},

@@ -79,6 +79,10 @@ struct RowwiseSpec {
   int64_t out_unit = 0;
   // kRowMajorTile: streams and output in one row-major buffer each (below).
   bool rowmajor = false;
+  // Only positions matter (build_elementwise2's flat rows of kFlatWidth):
+  // the builder may pick another width, e.g. so an object is whole rows of a
+  // gemm's x (gemm_x below).
+  bool flat = false;
   // With rowmajor: the output in a gemm's blocked x layout instead of y_rows.
   GemmXLayout gemm_x;
 };
