@@ -68,8 +68,9 @@ void dump_launch(std::string& out, const Launch& l) {
   for (const auto& f : l.fifos) {
     out += fmt::format("    fifo {} {} -> {} depth={} object_bytes={} elem_bytes={}\n", quote(f.name),
                        to_string(f.producer), tiles_text(f.consumers), f.depth, f.object_bytes, f.elem_bytes);
-    if (f.repeat != 1 || f.repeat_group != 1)
-      out += fmt::format("      repeat={} repeat_group={}\n", f.repeat, f.repeat_group);
+    if (f.repeat != 1 || f.repeat_group != 1 || f.repeat_tail != 0)  // tail only when set (goldens)
+      out += fmt::format("      repeat={} repeat_group={}{}\n", f.repeat, f.repeat_group,
+                         f.repeat_tail != 0 ? fmt::format(" repeat_tail={}", f.repeat_tail) : "");
     if (f.producer_pattern != AccessPattern{})
       out += fmt::format("      producer_pattern {}\n", pattern_text(f.producer_pattern));
     for (size_t i = 0; i < f.consumer_patterns.size(); ++i)

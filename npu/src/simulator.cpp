@@ -142,6 +142,7 @@ void reset_state(sim::LaunchState& st, const sim::LaunchState& ready) {
   for (size_t i = 0; i < st.pools.size(); ++i) {
     st.pools[i].written = ready.pools[i].written;
     st.pools[i].read = ready.pools[i].read;
+    st.pools[i].tail_read = ready.pools[i].tail_read;
     std::fill(st.pools[i].alias.begin(), st.pools[i].alias.end(), nullptr);  // no pointer into old host memory
   }
   for (size_t i = 0; i < st.conns.size(); ++i) {
@@ -180,6 +181,12 @@ void build_pools(sim::LaunchState& st) {
     }
     p.written.assign(writers, 0);
     p.read.assign(readers, 0);
+    if (op.link >= 0)  // a forward link whose output keeps a group and streams a tail
+      for (const auto& f : st.launch->fifos)
+        if (f.repeat_tail > 0 && f.name == st.launch->links[op.link].outputs[0]) {
+          p.group = f.repeat_group;
+          p.cycle = f.repeat_group + int64_t{f.repeat} * f.repeat_tail;
+        }
     st.pools.push_back(std::move(p));
   }
   for (const auto& ch : st.layout->channels) st.stats.channels.push_back({ch.tile, ch.s2mm, ch.index, ch.fifo, 0});

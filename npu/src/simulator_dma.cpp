@@ -179,6 +179,29 @@ void count_pool_bytes(LaunchState& st, const PoolEnd& e, int64_t bytes) {
   if (e.channel >= 0) st.stats.channels[e.channel].bytes += bytes;
 }
 
+// A repeating mem-tile source (Fifo::repeat) sends, per repeat, the group
+// (objects read .. read + group - 1) and then its tail of that repeat
+// (Fifo::repeat_tail): the pool object it sends next.
+int64_t source_index(const LaunchState& st, const Connection& c) {
+  const int64_t group = c.fifo->repeat_group, tail = c.fifo->repeat_tail, per = group + tail;
+  const int64_t rep = c.repeat_sent / per, j = c.repeat_sent % per;
+  return st.pools[c.source.pool].read[c.source.cursor] + (j < group ? j : group + rep * tail + (j - group));
+}
+
+// After a pool source sent an object: a tail object frees its slot at once;
+// the read cursor moves a whole cycle (the group and every repeat's tail)
+// once every repeat went out.
+void source_sent(LaunchState& st, Connection& c) {
+  const int64_t group = c.fifo->repeat_group, tail = c.fifo->repeat_tail, repeats = c.fifo->repeat;
+  Pool& p = st.pools[c.source.pool];
+  if (c.repeat_sent % (group + tail) >= group) ++p.tail_read;
+  if (++c.repeat_sent == (group + tail) * repeats) {
+    p.read[c.source.cursor] += group + repeats * tail;
+    p.tail_read = 0;
+    c.repeat_sent = 0;
+  }
+}
+
 }  // namespace
 
 void gather(const std::byte* region, const AccessPattern& p, int elem_bytes, int64_t region_bytes, std::byte* stream) {
@@ -198,6 +221,15 @@ int64_t contiguous_offset(const AccessPattern& p, int elem_bytes, int64_t region
 int64_t Pool::min_written() const { return *std::min_element(written.begin(), written.end()); }
 int64_t Pool::max_written() const { return *std::max_element(written.begin(), written.end()); }
 int64_t Pool::min_read() const { return *std::min_element(read.begin(), read.end()); }
+
+bool Pool::writable(int64_t n) const {
+  if (cycle == 0) return n < min_read() + depth;
+  // A later cycle waits for the reader to finish this one: its group reuses
+  // the resident slots, its tail the slots this cycle's tail still cycles.
+  if (n - n % cycle != min_read()) return false;
+  const int64_t u = n % cycle - group;  // position in the tail, < 0 for the group
+  return u < depth - group || tail_read > u - (depth - group);
+}
 
 void build_connections(LaunchState& st) {
   const auto& seq = st.launch->sequence;
@@ -230,20 +262,14 @@ void build_connections(LaunchState& st) {
 
 bool run_connection(LaunchState& st, Connection& c) {
   bool progress = false;
-  // A repeating mem-tile source (Fifo::repeat) sends object read + i % group;
-  // its read cursor moves a whole group once every repeat went out.
-  const int64_t group = c.fifo->repeat_group, repeats = c.fifo->repeat;
-  auto source_index = [&] {
-    return st.pools[c.source.pool].read[c.source.cursor] + c.repeat_sent % group;
-  };
   for (;;) {
     if (c.shim_source ? !shim_ready(st, c.source_q, true)
-                      : source_index() >= st.pools[c.source.pool].min_written())
+                      : source_index(st, c) >= st.pools[c.source.pool].min_written())
       break;
     bool ready = !c.shim_sink || shim_ready(st, c.sink_q, false);
     for (const auto& e : c.sinks) {
       const Pool& p = st.pools[e.pool];
-      ready = ready && p.written[e.cursor] < p.min_read() + p.depth;
+      ready = ready && p.writable(p.written[e.cursor]);
     }
     if (!ready) break;
 
@@ -253,7 +279,7 @@ bool run_connection(LaunchState& st, Connection& c) {
       if (c.source_q.channel >= 0) st.stats.channels[c.source_q.channel].bytes += c.chunk;
     } else {
       Pool& p = st.pools[c.source.pool];
-      const std::byte* obj = p.read_slot(source_index()) + c.source.offset;
+      const std::byte* obj = p.read_slot(source_index(st, c)) + c.source.offset;
       if (c.source.pattern == AccessPattern{}) {
         data = obj;  // contiguous: sinks copy straight from the slot
       } else {
@@ -270,7 +296,7 @@ bool run_connection(LaunchState& st, Connection& c) {
       Pool& p = st.pools[e.pool];
       const int64_t n = p.written[e.cursor];
       std::byte* obj = p.slot(n) + e.offset;
-      if (p.may_alias) p.alias[static_cast<size_t>(n % p.depth)] = stable ? data : nullptr;
+      if (p.may_alias) p.alias[static_cast<size_t>(p.slot_index(n))] = stable ? data : nullptr;
       if (!(p.may_alias && stable)) {  // else the slot reads as the host bytes
         if (e.pattern == AccessPattern{})
           std::memcpy(obj, data, c.chunk);
@@ -297,9 +323,8 @@ bool run_connection(LaunchState& st, Connection& c) {
       ShimQueue& q = c.source_q;
       q.pos += c.chunk;
       if (q.pos == q.size) finish_task(st, q);
-    } else if (++c.repeat_sent == group * repeats) {
-      st.pools[c.source.pool].read[c.source.cursor] += group;
-      c.repeat_sent = 0;
+    } else {
+      source_sent(st, c);
     }
     ++c.moved;
     ++st.stats.transfers;

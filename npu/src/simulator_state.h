@@ -40,13 +40,30 @@ struct Pool {
   bool may_alias = false;
   std::vector<const std::byte*> alias;  // by slot, reset per run
 
+  // A link pool whose reader keeps a resident group and passes a tail
+  // through (Fifo::repeat_tail): objects arrive in cycles of `cycle` =
+  // group + repeat * tail; object i of a cycle lives in slot i while
+  // i < group (resident for the whole cycle), else in one of the other
+  // depth - group slots in turn. `read` then counts whole cycles' objects
+  // (it moves once the cycle's last object went out) and `tail_read` the
+  // tail objects of the current cycle sent so far. cycle 0: a plain ring.
+  int64_t group = 0, cycle = 0;
+  int64_t tail_read = 0;
+
   int64_t min_written() const;
   int64_t max_written() const;
   int64_t min_read() const;
-  std::byte* slot(int64_t n) const { return base + (n % depth) * slot_bytes; }
+  int64_t slot_index(int64_t n) const {
+    if (cycle == 0) return n % depth;
+    const int64_t i = n % cycle;
+    return i < group ? i : group + (i - group) % (depth - group);
+  }
+  // May a writer land object n? Its slot must be free of every reader.
+  bool writable(int64_t n) const;
+  std::byte* slot(int64_t n) const { return base + slot_index(n) * slot_bytes; }
   // Object n's bytes as a DMA reads them.
   const std::byte* read_slot(int64_t n) const {
-    const std::byte* a = may_alias ? alias[static_cast<size_t>(n % depth)] : nullptr;
+    const std::byte* a = may_alias ? alias[static_cast<size_t>(slot_index(n))] : nullptr;
     return a ? a : slot(n);
   }
 };

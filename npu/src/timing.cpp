@@ -107,7 +107,11 @@ class LaunchModel {
     } else if (k == TileKind::compute) {
       n = produced_by_core(f);
     } else {
-      n = objects_from_link(f) * f.repeat;  // an L2 re-send streams every repeat
+      n = objects_from_link(f);
+      // An L2 re-send streams every repeat: per cycle of group + repeat *
+      // tail objects in, repeat * (group + tail) out.
+      const int64_t in_cycle = f.repeat_group + int64_t{f.repeat} * f.repeat_tail;
+      n = f.repeat_tail > 0 ? n / in_cycle * f.repeat * (f.repeat_group + f.repeat_tail) : n * f.repeat;
     }
     visiting_.erase(name);
     return objects_[name] = n;

@@ -142,10 +142,10 @@ void check_fifo_shapes(const Ctx& c) {
     int shim_sinks = 0;
     for (const auto& t : f.consumers) shim_sinks += c.kind(t) == TileKind::shim;
     if (shim_sinks > 1) throw_error<DesignError>("{} has {} shim consumers (limit 1)", w, shim_sinks);
-    if (f.repeat < 1 || f.repeat > c.spec.bd_max_repeat || f.repeat_group < 1)
-      throw_error<DesignError>("{} has repeat {} (1..{}) and repeat_group {} (>= 1)", w, f.repeat,
-                               c.spec.bd_max_repeat, f.repeat_group);
-    if ((f.repeat > 1 || f.repeat_group > 1) && c.kind(f.producer) != TileKind::mem)
+    if (f.repeat < 1 || f.repeat > c.spec.bd_max_repeat || f.repeat_group < 1 || f.repeat_tail < 0)
+      throw_error<DesignError>("{} has repeat {} (1..{}), repeat_group {} (>= 1) and repeat_tail {} (>= 0)", w,
+                               f.repeat, c.spec.bd_max_repeat, f.repeat_group, f.repeat_tail);
+    if ((f.repeat > 1 || f.repeat_group > 1 || f.repeat_tail > 0) && c.kind(f.producer) != TileKind::mem)
       throw_error<DesignError>("{} repeats its objects, which only a mem-tile producer can (L2 re-send)", w);
     if (shim_src && f.producer_pattern != AccessPattern{})
       throw_error<DesignError>("{} has a producer_pattern on a shim producer; the DmaTask's pattern applies there", w);
@@ -227,10 +227,22 @@ void check_links(const Ctx& c) {
     int depth = 0;
     for (const Fifo* f : ins) depth = std::max(depth, f->depth);
     for (const Fifo* f : outs) depth = std::max(depth, f->depth);
-    for (const Fifo* f : outs)
+    for (const Fifo* f : outs) {
       if (f->repeat_group > depth)
         throw_error<DesignError>("{}: fifo '{}' repeats groups of {} objects but the link pool holds {} (the largest "
                                  "depth of its fifos)", w, f->name, f->repeat_group, depth);
+      if (f->repeat_tail == 0) continue;
+      // The tail passes through the pool's slots beside the resident group,
+      // in the order the link's one input delivers it.
+      if (ins.size() != 1 || outs.size() != 1)
+        throw_error<DesignError>("{}: fifo '{}' passes a tail of {} objects through after its group, which only a "
+                                 "forward link (1 input, 1 output) can", w, f->name, f->repeat_tail);
+      if (f->repeat_group + 1 > depth)
+        throw_error<DesignError>("{}: fifo '{}' keeps a resident group of {} objects and streams a tail past it, "
+                                 "which needs a link pool of {} objects (the group + 1 slot for the tail); it "
+                                 "holds {} (the largest depth of its fifos)", w, f->name, f->repeat_group,
+                                 f->repeat_group + 1, depth);
+    }
     if (ins.size() > 1) {
       check_link_tiling(c, k, *outs[0], ins);
     } else if (outs.size() > 1) {
@@ -254,6 +266,17 @@ void check_links(const Ctx& c) {
   }
 }
 
+// The FIFO ends holding BDs on a compute or mem tile, as ": name depth, ...",
+// so an overflow names the objects that take them.
+std::string bd_users(const Ctx& c, TileCoord t) {
+  std::vector<std::string> out;
+  for (const auto& f : c.launch.fifos) {
+    if (shares_memory(f, c.spec)) continue;
+    if (f.producer == t || c.is_consumer(f, t)) out.push_back(fmt::format("{} {}", f.name, f.depth));
+  }
+  return out.empty() ? std::string() : fmt::format(": {}", fmt::join(out, ", "));
+}
+
 void check_resources(const Ctx& c) {
   LaunchLayout layout = layout_launch(c.launch, c.spec);  // throws with the memory map on overflow
   std::map<std::pair<TileCoord, bool>, std::vector<std::string>> used;
@@ -271,7 +294,8 @@ void check_resources(const Ctx& c) {
     if (n > limit)
       throw_error<DesignError>("{}: {} tile {} needs {} buffer descriptors (fifo depths{}), limit {}", c.at(),
                                tile_kind_name(c.kind(t)), to_string(t), n,
-                               c.kind(t) == TileKind::shim ? "; one per DmaTask between waits" : "", limit);
+                               c.kind(t) == TileKind::shim ? "; one per DmaTask between waits" : bd_users(c, t),
+                               limit);
   }
   // Each pool synchronises its producer and consumer with a lock pair.
   std::map<TileCoord, int> locks;

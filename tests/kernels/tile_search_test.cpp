@@ -40,6 +40,35 @@ TEST(TileSearch, IsDeterministicAndKeepsImposedOptions) {
   EXPECT_EQ(x1.best.tiles.at("columns"), 4);
 }
 
+// llama-3.2-1b at S = 2048: down (K = 8192) has no whole weight panel that
+// fits a mem tile (1 MiB per 64 columns); the search keeps a partial one
+// (LinearPlan::panel_k), faster than every streaming option and no longer
+// DDR-bound. (It is not compute-bound either: every core port carries the
+// output-stationary 64 x 64 blocks' 33.75 MB plus a DMA overhead per object,
+// 6.19 ms, over a compute term of 6.02 ms.) q / o, gate / up and k / v keep
+// their whole panel at k = 80.
+TEST(TileSearch, LongKPrefillLinearKeepsAPartialPanel) {
+  const auto spec = npu::DeviceSpec::preset("xdna2");
+  const TileChoice down = search_tiles(linear_shape(2048, 8192, 2048), spec);
+  ASSERT_TRUE(down.best.tiles.count("panel_k"));
+  EXPECT_EQ(down.best.tiles.at("panel"), 1);
+  EXPECT_NE(down.best.bound, "ddr");
+  int streaming = 0;
+  for (const TileTiming& t : down.timed)
+    if (t.tiles.at("panel") == 0) {
+      ++streaming;
+      EXPECT_LT(down.best.seconds, t.seconds) << tiles_text(t.tiles);
+    }
+  EXPECT_GT(streaming, 0);
+  const TileOptions whole{{"columns", 8}, {"gemm", 1}, {"k", 80}, {"m", 64}, {"n", 64},
+                          {"panel", 1},   {"rows", 4}, {"y_depth", 1}};
+  for (int64_t N : {2048, 8192, 512}) {
+    const TileChoice c = search_tiles(linear_shape(2048, 2048, N), spec);
+    EXPECT_EQ(c.best.tiles, whole) << N;
+    EXPECT_EQ(c.best.bound, "compute") << N;
+  }
+}
+
 // attention_prefill offers (bq, bk) options; at llama-3.2-1b's S = 2048 the
 // choice is never slower than the L1-filling default and is not bound by data
 // movement (on the calibrated xdna2 of this writing bq = 4 wins: 11.7 vs 12.3 ms).

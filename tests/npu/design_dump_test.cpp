@@ -71,6 +71,7 @@ TEST(DesignDump, EveryFieldShowsUp) {
       {"fifo.depth", [](Design& d) { d.launches[0].fifos[0].depth = 7; }},
       {"fifo.object_bytes", [](Design& d) { d.launches[0].fifos[0].object_bytes = 8; }},
       {"fifo.elem_bytes", [](Design& d) { d.launches[0].fifos[0].elem_bytes = 1; }},
+      {"fifo.repeat_tail", [](Design& d) { d.launches[0].fifos[0].repeat_tail = 2; }},
       {"fifo.producer_pattern", [](Design& d) { d.launches[0].fifos[1].producer_pattern.dims[0].stride = 65; }},
       {"fifo.consumer_patterns", [](Design& d) { d.launches[0].fifos[1].consumer_patterns[1].repeat = 3; }},
       {"pattern.offset", [](Design& d) { d.launches[0].fifos[1].producer_pattern.offset = 9; }},

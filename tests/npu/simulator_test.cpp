@@ -332,6 +332,42 @@ TEST(Simulator, MemTileRepeatResendsGroupsInCyclicOrder) {
     }
 }
 
+// A resident group with a streamed tail (Fifo::repeat_tail): per cycle, 2
+// objects stay in L2 and are re-sent 3 times, each time followed by one
+// fresh object passed through; with one tail slot or two, the core sees the
+// same order, and the timing model charges DDR for every object that came
+// in (group once, tail per repeat) and the L2 -> L1 port for every re-send.
+Design tail_design(int depth) {
+  Design d = passthrough_design(10, 256);
+  d.host_buffers[1].bytes = 18 * 256;
+  Launch& l = d.launches[0];
+  l.fifos[0].depth = depth;
+  l.fifos[1].repeat = 3;
+  l.fifos[1].repeat_group = 2;
+  l.fifos[1].repeat_tail = 1;
+  l.cores[0].program[0].count = 18;
+  return d;
+}
+
+TEST(Simulator, MemTileKeepsAGroupResidentAndStreamsTheTail) {
+  for (int depth : {3, 4}) {
+    Design d = tail_design(depth);
+    HostMemory host{{"in", iota_bytes(10 * 128)}};
+    run(d, host);
+    const int order[] = {0, 1, 2, 0, 1, 3, 0, 1, 4, 5, 6, 7, 5, 6, 8, 5, 6, 9};
+    for (int o = 0; o < 18; ++o)
+      for (int i = 0; i < 128; ++i)
+        ASSERT_EQ(u16_at(host.at("out"), o * 128 + i), u16_at(host.at("in"), order[o] * 128 + i)) << depth << " " << o;
+    DispatchTiming t = estimate_time(d, DeviceSpec::preset("xdna2"), test_kernels());
+    EXPECT_EQ(t.ddr_bytes, 10 * 256 + 18 * 256);
+    for (const auto& c : t.launches[0].channels)
+      if (c.fifo == "in_l1") {
+        EXPECT_EQ(c.bytes, 18 * 256);
+      }
+  }
+  EXPECT_NE(tail_design(3).dump().find("repeat=3 repeat_group=2 repeat_tail=1"), std::string::npos);
+}
+
 TEST(Simulator, RepeatNeedsAMemTileProducerAndAPoolForTheGroup) {
   const DeviceSpec spec = DeviceSpec::preset("xdna2");
   Design shim = repeat_design(3, 1, 2);

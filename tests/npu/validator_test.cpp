@@ -145,6 +145,23 @@ const std::vector<Case>& cases() {
        },
        {"compute tile (0,2) needs 3 S2MM (in) DMA channels", "in_l1, x1, x2", "limit 2"}},
       {"TooManyBDs", [](Design& d) { F(d, "in_l1").depth = 17; }, {"compute tile (0,2) needs 19 buffer descriptors", "limit 16"}},
+      // A resident group with a streamed tail (Fifo::repeat_tail): its link
+      // pool must hold the group and a tail slot, fit L2 and the mem tile's
+      // BDs; each refusal names the fifo or pool and the limit.
+      {"TailWithoutASlot", [](Design& d) { F(d, "in_l1").repeat = 2; F(d, "in_l1").repeat_group = 2; F(d, "in_l1").repeat_tail = 1; },
+       {"fifo 'in_l1' keeps a resident group of 2 objects", "link pool of 3 objects", "it holds 2"}},
+      {"TailOnAShim", [](Design& d) { F(d, "in_l2").repeat_tail = 1; },
+       {"fifo 'in_l2'", "only a mem-tile producer"}},
+      {"ResidentGroupOverflowsL2", [](Design& d) {
+         F(d, "in_l2").depth = 2100;
+         F(d, "in_l1").repeat = 2; F(d, "in_l1").repeat_group = 2099; F(d, "in_l1").repeat_tail = 1;
+       },
+       {"L2 memory of mem tile (0,1) overflows", "link0@(0,1) [2100 x 256]", "capacity 524288"}},
+      {"ResidentGroupOverflowsMemTileBDs", [](Design& d) {
+         F(d, "in_l2").depth = 44;
+         F(d, "in_l1").repeat = 2; F(d, "in_l1").repeat_group = 43; F(d, "in_l1").repeat_tail = 1;
+       },
+       {"mem tile (0,1) needs 50 buffer descriptors", "in_l2 44, in_l1 2", "limit 48"}},
       {"TooManyShimTasks", [](Design& d) {
          d = passthrough_design(16, 256);
          L(d).sequence.clear();

@@ -43,15 +43,19 @@ void add_fifos(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec,
   for (int c = 0; c < p.C; ++c) {
     std::string w = fmt::format("w{}", c), y = fmt::format("y{}", c);
     // Panel: the column's K panel of an N block stays in the mem tile (pool
-    // of kb objects) and is re-sent to the cores once per M step.
-    const int wdepth = p.panel ? static_cast<int>(std::max<int64_t>(wobjs, 2)) : 2;
+    // of kb objects) and is re-sent to the cores once per M step. A partial
+    // panel keeps panel_k of them, with two slots for the streamed rest.
+    const int wdepth = p.partial_panel() ? static_cast<int>(p.panel_k + 2)
+                       : p.panel         ? static_cast<int>(std::max<int64_t>(wobjs, 2))
+                                         : 2;
     l.fifos.push_back(b::fifo(w, shim_tile(c), {mem_tile(spec, c)}, wobj, wdepth));
     std::vector<TileCoord> col;
     for (int r = 0; r < p.R; ++r) col.push_back(core_tile(spec, c, r));
     l.fifos.push_back(b::fifo(w_fifo(c), mem_tile(spec, c), col, wobj, 2));
     if (p.panel) {
       l.fifos.back().repeat = static_cast<int>(steps);
-      l.fifos.back().repeat_group = static_cast<int>(wobjs);
+      l.fifos.back().repeat_group = static_cast<int>(p.partial_panel() ? p.panel_k : wobjs);
+      if (p.partial_panel()) l.fifos.back().repeat_tail = static_cast<int>(wobjs - p.panel_k);
     }
     l.links.push_back({mem_tile(spec, c), {w}, {w_fifo(c)}, {0}});
     npu::Link yl{mem_tile(spec, c), {}, {y}, {}};
@@ -125,6 +129,22 @@ void add_cores(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec,
     }
 }
 
+// A partial panel's weights for column c, per N block in the order the mem
+// tile's pool takes them (Fifo::repeat_tail): the resident K blocks once,
+// then the rest once per M step of the launch.
+void add_partial_panel_w(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec, int c,
+                         const LinearLaunch& at) {
+  const int64_t blk = p.n * p.k, total = p.NB * p.kb * blk;
+  for (int64_t bb = at.bb0; bb < at.bb0 + at.nbl; ++bb) {
+    const int64_t at0 = bb * p.kb * blk, res = p.panel_k * blk;
+    l.sequence.push_back(b::to_device(fmt::format("w{}", c), w_host(c),
+                                      span_pattern(at0, res, total, 1, spec, "linear resident w")));
+    l.sequence.push_back(b::to_device(
+        fmt::format("w{}", c), w_host(c),
+        span_pattern(at0 + res, p.kb * blk - res, total, at.steps, spec, "linear streamed w")));
+  }
+}
+
 void add_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& spec,
                   const LinearLaunch& at) {
   const int64_t s0 = at.s0, steps = at.steps;
@@ -160,7 +180,10 @@ void add_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& sp
     wp.repeat = p.panel ? 1 : steps;  // the column's weights once per launch / per M step
     if (at.nbl != p.NB)  // the launch's N blocks only
       wp = span_pattern(at.bb0 * w_block, at.nbl * w_block, p.NB * w_block, 1, spec, "linear w");
-    l.sequence.push_back(b::to_device(fmt::format("w{}", c), w_host(c), wp));
+    if (p.partial_panel())
+      add_partial_panel_w(l, p, spec, c, at);
+    else
+      l.sequence.push_back(b::to_device(fmt::format("w{}", c), w_host(c), wp));
     if (p.rowmajor_y) {
       add_rowmajor_y(l, p, spec, c, at);
       continue;
@@ -174,8 +197,10 @@ void add_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& sp
 npu::Design make_design(const LinearPlan& p, const npu::DeviceSpec& spec) {
   if (!p.gemm) return make_gemv_design(p, spec);
   npu::Design d;
-  d.name = fmt::format("linear_M{}_K{}_N{}_gemm_{}x{}x{}{}{}", p.M, p.K, p.N, p.m, p.k, p.n,
-                       p.panel ? "_l2panel" : "", p.y_depth == 1 ? "_y1" : "");
+  d.name = fmt::format("linear_M{}_K{}_N{}_gemm_{}x{}x{}{}{}{}", p.M, p.K, p.N, p.m, p.k, p.n,
+                       p.panel ? "_l2panel" : "",
+                       p.partial_panel() ? fmt::format("_k{}of{}", p.panel_k, p.kb) : "",
+                       p.y_depth == 1 ? "_y1" : "");
   if (p.rowmajor) {
     d.name += "_rowmajor";
     d.host_buffers.push_back({"x_rows", p.M * p.K * 2, 2});
@@ -320,7 +345,7 @@ BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec, const Ti
   const int64_t M = shape.dim("M"), K = shape.dim("K"), N = shape.dim("N");
   check_tile_keys(shape.key(), tiles,
                   {"gemm", "m", "k", "n", "columns", "rows", "streams", "x_resident", "panel",
-                   "wk", "y_depth", kRowMajorTile, kRowMajorOutTile});
+                   "panel_k", "wk", "y_depth", kRowMajorTile, kRowMajorOutTile});
   LinearPlan p = plan_linear(M, K, N, spec, tiles);
   BuiltOp out;
   out.shape = shape;
@@ -349,6 +374,7 @@ BuiltOp build_linear(const OpShape& shape, const npu::DeviceSpec& spec, const Ti
     out.tiles["y_depth"] = p.y_depth;
   }
   if (p.wk > 1) out.tiles["wk"] = p.wk;
+  if (p.partial_panel()) out.tiles["panel_k"] = p.panel_k;
   if (p.rowmajor) out.tiles[kRowMajorTile] = 1;
   if (p.rowmajor_y) out.tiles[kRowMajorOutTile] = 1;
   if (!p.gemm) {

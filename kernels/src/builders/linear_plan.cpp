@@ -148,6 +148,36 @@ bool panel_fits(const LinearPlan& p, const npu::DeviceSpec& spec) {
          slots + 2 + 2 * int64_t{p.R} + 2 <= spec.mem.buffer_descriptors;
 }
 
+// A partial panel's mem tile: resident objects and two tail slots in the w
+// link pool, y's join pool of two R-block objects. BDs: the w pool's slots,
+// the broadcast's 2, y's R * y_depth inputs and its 2 to the shim.
+int64_t partial_panel_bytes(const LinearPlan& p) {
+  return (p.panel_k + 2) * p.n * p.k * 2 + int64_t{p.R} * p.m * p.n * 2 * 2;
+}
+int64_t partial_panel_bds(const LinearPlan& p) { return p.panel_k + 2 + 2 + int64_t{p.R} * p.y_depth + 2; }
+
+// The most K blocks a partial panel of `p`'s blocks keeps resident, 0 when
+// the whole panel fits (nothing to gain) or not one block does. More resident
+// blocks only ever save DDR bytes: the cores' traffic is the same.
+int64_t most_resident_k(LinearPlan p, const npu::DeviceSpec& spec) {
+  if (!p.gemm || p.wk != 1 || p.kb < 2 || panel_fits(p, spec)) return 0;
+  p.panel_k = 0;
+  const int64_t by_bytes = (spec.mem.memory_bytes - partial_panel_bytes(p)) / (p.n * p.k * 2);
+  const int64_t by_bds = spec.mem.buffer_descriptors - partial_panel_bds(p);
+  return std::max<int64_t>(0, std::min({by_bytes, by_bds, p.kb - 1}));
+}
+
+// Shim BDs of a panel launch with blocked y on an x shim: the x passes (one
+// task per 255 N blocks), W (once; a partial panel: two tasks per N block)
+// and the y task.
+int64_t panel_shim_bds(const LinearPlan& p, const npu::DeviceSpec& spec) {
+  return ceil_div(p.NB, spec.bd_max_repeat) + (p.partial_panel() ? 2 * p.NB : 1) + 1;
+}
+// A row-major y splits the N blocks over launches instead.
+bool partial_panel_shim_fits(const LinearPlan& p, const npu::DeviceSpec& spec) {
+  return p.rowmajor_y || panel_shim_bds(p, spec) <= spec.shim.buffer_descriptors;
+}
+
 // The K block: the longest multiple of q that fits L1, spread evenly over K.
 void choose_k(LinearPlan& p, int64_t q, int64_t budget, const npu::DeviceSpec& spec) {
   const int64_t kmax = longest_k(p, q, budget);
@@ -156,9 +186,29 @@ void choose_k(LinearPlan& p, int64_t q, int64_t budget, const npu::DeviceSpec& s
   p.k = round_up(ceil_div(p.K, p.kb), q);
 }
 
+// A partial panel (TileOptions "panel_k"): only with single K block objects.
+// Where the whole panel fits it is legal but never faster (the candidates
+// offer it only where the whole panel does not fit).
+void finish_partial_panel(LinearPlan& p, const TileOptions& t, const npu::DeviceSpec& spec) {
+  p.panel_k = t.at("panel_k");
+  if (p.panel_k < 1 || p.panel_k >= p.kb)
+    no_fit(p, spec, "panel_k (resident K blocks of a partial weight panel) must be in 1 .. kb - 1");
+  if (opt(t, "panel", 1) == 0 || opt(t, "wk", 1) != 1)
+    no_fit(p, spec, "panel_k needs the weight panel with one K block per object (wk = 1)");
+  p.panel = true;
+  p.NB = ceil_div(p.N, int64_t{p.C} * p.n);
+  if (partial_panel_bytes(p) > spec.mem.memory_bytes || partial_panel_bds(p) > spec.mem.buffer_descriptors)
+    throw_error<LimitError>("linear M={} K={} N={}: a partial weight panel of {} resident K blocks (m={} k={} "
+                            "n={}) needs {} bytes and {} BDs of the mem tile, limits {} and {} on {}",
+                            p.M, p.K, p.N, p.panel_k, p.m, p.k, p.n, partial_panel_bytes(p),
+                            partial_panel_bds(p), spec.mem.memory_bytes, spec.mem.buffer_descriptors,
+                            spec.name);
+}
+
 // With the K block and the y depth chosen: the weight panel, wk, N blocks.
 void finish_gemm(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::DeviceSpec& spec) {
   p.S = ceil_div(p.M, int64_t{p.R} * p.m);
+  if (t.count("panel_k")) return finish_partial_panel(p, t, spec);
   p.wk = opt(t, "wk", 1);
   if (p.wk < 1 || (p.wk > 1 && t.count("panel") && t.at("panel") == 0))
     no_fit(p, spec, "wk (K blocks per weight object) is >= 1 and needs the weight panel");
@@ -179,6 +229,14 @@ void finish_gemm(LinearPlan& p, const TileOptions& t, int64_t budget, const npu:
   p.panel = opt(t, "panel", fits ? 1 : 0) != 0;
   if (p.panel && !fits)
     no_fit(p, spec, "the K panel of a weight block overflows the mem tile's memory or BDs");
+  // By default a panel too long for the mem tile keeps what fits of it
+  // resident: the same core traffic as streaming, fewer DDR bytes.
+  if (!fits && !t.count("panel") && !t.count("wk")) {
+    LinearPlan c = p;
+    c.panel = true;
+    c.panel_k = most_resident_k(p, spec);
+    if (c.panel_k > 0 && partial_panel_shim_fits(c, spec)) p = c;
+  }
 }
 
 void plan_gemm(LinearPlan& p, const TileOptions& t, int64_t budget, const npu::DeviceSpec& spec) {
@@ -299,17 +357,19 @@ LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& s
       --p.s_per_launch;
     if (rowmajor_row_split(p, p.s_per_launch, spec) == 0)
       no_fit(p, spec, "one step's row-major y rows exceed the shim BD size / stride limits");
-    const int64_t bds = spec.shim.buffer_descriptors - 1;
+    // (a partial panel: no single W task, two per N block instead)
+    const int64_t bds = spec.shim.buffer_descriptors - (p.partial_panel() ? 0 : 1);
+    const int64_t per_nb = p.partial_panel() ? 3 : 1;
     for (p.nb_per_launch = std::min(p.NB, bds - 1);
          p.nb_per_launch > 0 &&
-         ceil_div(p.nb_per_launch, spec.bd_max_repeat) + p.nb_per_launch > bds;)
+         ceil_div(p.nb_per_launch, spec.bd_max_repeat) + per_nb * p.nb_per_launch > bds;)
       --p.nb_per_launch;
     if (p.nb_per_launch < 1) no_fit(p, spec, "one N block's x and y tasks need more shim BDs than the spec has");
     return p;
   }
-  if (p.panel) {  // x: one task per 255 N blocks per launch; W once, y once
-    if (ceil_div(p.NB, spec.bd_max_repeat) > spec.shim.buffer_descriptors - 2)
-      no_fit(p, spec, "one launch's x passes need more shim BDs than the spec has");
+  if (p.panel) {
+    if (panel_shim_bds(p, spec) > spec.shim.buffer_descriptors)
+      no_fit(p, spec, "one launch's x passes and W tasks need more shim BDs than the spec has");
     p.s_per_launch = std::min(p.S, spec.bd_max_repeat);
     return p;
   }
@@ -322,6 +382,21 @@ LinearPlan plan_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& s
   if (p.s_per_launch < 1) no_fit(p, spec, "one M step needs more shim BDs than the spec has");
   return p;
 }
+
+namespace {
+
+// The partial panel of the streaming option `t` (panel = 0): as many
+// resident K blocks as fit, 0 when the whole panel fits, none does or `t`
+// does not build.
+int64_t resident_k_of(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& spec, const TileOptions& t) {
+  try {
+    return most_resident_k(plan_linear(M, K, N, spec, t), spec);
+  } catch (const LimitError&) {
+    return 0;
+  }
+}
+
+}  // namespace
 
 std::vector<TileOptions> linear_tile_candidates(int64_t M, int64_t K, int64_t N,
                                                const npu::DeviceSpec& spec) {
@@ -354,6 +429,18 @@ std::vector<TileOptions> linear_tile_candidates(int64_t M, int64_t K, int64_t N,
             out.push_back({{"gemm", 1}, {"panel", panel}, {"m", m}, {"n", n}, {"k", k},
                            {"y_depth", 1}});
       }
+  // A partial panel where the whole one does not fit: as many resident K
+  // blocks as the mem tile holds (more only ever saves DDR bytes).
+  const size_t streaming = out.size();
+  for (size_t i = 0; i < streaming; ++i) {
+    if (out[i].at("panel") != 0) continue;
+    if (const int64_t pk = resident_k_of(M, K, N, spec, out[i]); pk > 0) {
+      TileOptions c = out[i];
+      c["panel"] = 1;
+      c["panel_k"] = pk;
+      out.push_back(std::move(c));
+    }
+  }
   return out;
 }
 

@@ -65,6 +65,17 @@ struct Fifo {
   // the cores. The group must fit the link pool (depth of a linked FIFO >= g).
   int repeat = 1;
   int repeat_group = 1;
+  // A partial re-send (mem-tile producer of a forward link, with repeat):
+  // after each re-send of the group the producer passes `repeat_tail`
+  // further objects through once each, fresh from its input. A cycle of the
+  // link pool so takes repeat_group + repeat * repeat_tail input objects and
+  // sends repeat * (repeat_group + repeat_tail): the group stays resident in
+  // repeat_group slots for the whole cycle while the tail cycles through the
+  // pool's other slots (depth >= repeat_group + 1). Used when a whole group
+  // would not fit L2 (a long-K weight panel: the first K blocks resident,
+  // the rest re-read from DDR per repeat). On silicon: the MM2S BD chain of
+  // the resident buffers, re-used every repeat, then the tail's ping-pong BDs.
+  int repeat_tail = 0;
 };
 
 // Data movement through a mem tile between FIFOs.

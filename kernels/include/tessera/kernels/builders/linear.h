@@ -24,7 +24,9 @@
 //    two K blocks (wk = 2, n shrunk to fit L1). With a row-major y, launches
 //    split the N blocks rather than the M steps, so W is still read once.
 //    The panel must hold all of K for n columns (n * K * 2 bytes): at
-//    K = 8192 it does not fit 512 KiB, and the operands stream per pass.
+//    K = 8192 it does not fit 512 KiB, and the operands stream per pass,
+//    unless a partial panel (LinearPlan::panel_k) keeps its first K blocks
+//    in L2 and re-reads only the rest per M step.
 // In both, output blocks are joined per column in the mem tile and leave by
 // the column's shim. pack() pads M, K and N with zeros to the tiling and lays
 // the tensors out blocked in the order the streams read them (x per row group,
@@ -64,6 +66,15 @@ struct LinearPlan {
   // per object and the core calls gemm wk times on it (b_off), with n shrunk
   // until the object fits L1 double-buffered.
   int64_t wk = 1;
+  // gemm, panel, wk = 1: the K blocks of each N block's panel kept resident
+  // in the mem tile when the whole panel does not fit it (TileOptions
+  // "panel_k", 0 < panel_k < kb; 0 = the whole panel). They cross DDR once
+  // per N block and are re-sent every M step; the other kb - panel_k blocks
+  // follow them through the same fifo, read from DDR again per M step
+  // (Fifo::repeat_tail). The core's K loop is the panel's, so every output
+  // sums its K blocks in the same order: bit-identical to panel = 0.
+  int64_t panel_k = 0;
+  bool partial_panel() const { return panel && panel_k > 0; }
   // gemm: y objects per tile (TileOptions "y_depth", 1 or 2). One y object
   // frees the 8 KiB of a second for a longer K block (k = 80 instead of 64
   // at 64 x 64: fewer calls, each with the same fixed per-loop overhead).
@@ -103,7 +114,8 @@ struct LinearPlan {
 
 // TileOptions keys: "gemm" (0|1), "m", "k", "n", "columns", "rows", "streams"
 // (gemv weight streams per column), "x_resident" (gemv, 0|1), "panel" (gemm,
-// 0|1; off by default with "rowmajor"), "y_depth" (gemm, 1|2; by default 1
+// 0|1; off by default with "rowmajor"), "panel_k" (gemm, resident K blocks of
+// a partial panel, see LinearPlan::panel_k; never by default), "y_depth" (gemm, 1|2; by default 1
 // when it buys a longer K block, else 2), kRowMajorTile (0|1), kRowMajorOutTile
 // (0|1). Throws
 // LimitError naming the op, the shape and the limit when nothing fits.
