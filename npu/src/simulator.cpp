@@ -106,16 +106,36 @@ std::vector<sim::MemRange> must_poison(const sim::LaunchState& st) {
   return out;
 }
 
-// Mem-tile pools (no core reads their bytes, only DMAs) written whole by one
-// DMA may alias the host bytes that DMA reads in place (sim::Pool::may_alias).
+// Per pool: does any core write its bytes? A core port that produces into it
+// does, and so does a call arg on it that its kernel does not declare
+// read-only (KernelDef::read_only_args).
+std::vector<bool> core_writes(const sim::LaunchState& st) {
+  std::vector<bool> out(st.pools.size(), false);
+  for (const auto& core : st.cores) {
+    for (const auto& port : core.ports)
+      if (port.produce) out[static_cast<size_t>(port.pool)] = true;
+    for (const auto& in : core.code)
+      for (size_t a = 0; a < in.args.size(); ++a)
+        for (int port : {in.args[a].consume_port, in.args[a].produce_port})
+          if (port >= 0 && !in.kernel->reads_only(a))
+            out[static_cast<size_t>(core.ports[static_cast<size_t>(port)].pool)] = true;
+  }
+  return out;
+}
+
+// Pools written whole by one DMA may alias the host bytes that DMA reads in
+// place (sim::Pool::may_alias): mem-tile pools no core touches, and
+// compute-tile pools whose cores only read them.
 void mark_aliasing(sim::LaunchState& st) {
   const std::vector<bool> whole = written_whole_by_one_dma(st);
+  const std::vector<bool> written = core_writes(st);
   std::vector<bool> core_port(st.pools.size(), false);
   for (const auto& core : st.cores)
     for (const auto& port : core.ports) core_port[static_cast<size_t>(port.pool)] = true;
   for (size_t i = 0; i < st.pools.size(); ++i) {
     sim::Pool& p = st.pools[i];
-    p.may_alias = whole[i] && !core_port[i] && p.kind == TileKind::mem;
+    p.may_alias = whole[i] && ((p.kind == TileKind::mem && !core_port[i]) ||
+                               (p.kind == TileKind::compute && !written[i]));
     if (p.may_alias) p.alias.assign(static_cast<size_t>(p.depth), nullptr);
   }
 }
