@@ -193,6 +193,10 @@ struct LaunchState {
   std::vector<size_t> wait_gate;
   std::vector<char> task_done;
   size_t done_prefix = 0;
+  // Cores that share a pool, in groups that may run on separate host threads
+  // (simulator.cpp core_groups), and whether any call is worth a thread.
+  std::vector<std::vector<size_t>> groups;
+  bool heavy = false;
 };
 
 // simulator_core.cpp
