@@ -106,6 +106,7 @@ TileKernel gemm_step_kernel(const char* name, bool accumulate) {
     GemmDims d = dims_of(p, name);
     return d.m * d.k * d.n;
   };
+  def.read_only_args = 0b011;  // a, b (gemm's fused body below reads the same)
   return {def, [name](const npu::KernelParams& p) { return gemm_l1_bytes(dims_of(p, name), false); }};
 }
 

@@ -80,7 +80,7 @@ TileKernel gemv_kernel(const char* name, bool accumulate, bool fused) {
     gemv_block(w, x, acc, n, k, false);
     gemm_finalize(acc, y, n);
   };
-  return make_tile_kernel(
+  TileKernel t = make_tile_kernel(
       name, run,
       [=](const npu::KernelParams& p, const npu::DeviceSpec& s) {
         auto d = dims_of(p, name);
@@ -94,6 +94,8 @@ TileKernel gemv_kernel(const char* name, bool accumulate, bool fused) {
         auto d = dims_of(p, name);
         return d.n * d.k;
       });
+  t.def.read_only_args = 0b011;  // w, x
+  return t;
 }
 
 }  // namespace

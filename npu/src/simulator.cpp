@@ -106,16 +106,36 @@ std::vector<sim::MemRange> must_poison(const sim::LaunchState& st) {
   return out;
 }
 
-// Mem-tile pools (no core reads their bytes, only DMAs) written whole by one
-// DMA may alias the host bytes that DMA reads in place (sim::Pool::may_alias).
+// Per pool: does any core write its bytes? A core port that produces into it
+// does, and so does a call arg on it that its kernel does not declare
+// read-only (KernelDef::read_only_args).
+std::vector<bool> core_writes(const sim::LaunchState& st) {
+  std::vector<bool> out(st.pools.size(), false);
+  for (const auto& core : st.cores) {
+    for (const auto& port : core.ports)
+      if (port.produce) out[static_cast<size_t>(port.pool)] = true;
+    for (const auto& in : core.code)
+      for (size_t a = 0; a < in.args.size(); ++a)
+        for (int port : {in.args[a].consume_port, in.args[a].produce_port})
+          if (port >= 0 && !in.kernel->reads_only(a))
+            out[static_cast<size_t>(core.ports[static_cast<size_t>(port)].pool)] = true;
+  }
+  return out;
+}
+
+// Pools written whole by one DMA may alias the host bytes that DMA reads in
+// place (sim::Pool::may_alias): mem-tile pools no core touches, and
+// compute-tile pools whose cores only read them.
 void mark_aliasing(sim::LaunchState& st) {
   const std::vector<bool> whole = written_whole_by_one_dma(st);
+  const std::vector<bool> written = core_writes(st);
   std::vector<bool> core_port(st.pools.size(), false);
   for (const auto& core : st.cores)
     for (const auto& port : core.ports) core_port[static_cast<size_t>(port.pool)] = true;
   for (size_t i = 0; i < st.pools.size(); ++i) {
     sim::Pool& p = st.pools[i];
-    p.may_alias = whole[i] && !core_port[i] && p.kind == TileKind::mem;
+    p.may_alias = whole[i] && ((p.kind == TileKind::mem && !core_port[i]) ||
+                               (p.kind == TileKind::compute && !written[i]));
     if (p.may_alias) p.alias.assign(static_cast<size_t>(p.depth), nullptr);
   }
 }
@@ -217,8 +237,7 @@ std::vector<std::vector<size_t>> core_groups(const sim::LaunchState& st) {
 
 // Threads pay off only when kernels do real work per call (GEMM / GEMV
 // blocks); copies and tiny kernels run faster serially than a thread spawn.
-bool worth_threads(const sim::LaunchState& st, size_t groups) {
-  if (groups < 2 || thread_count() < 2) return false;
+bool heavy_calls(const sim::LaunchState& st) {
   constexpr int64_t kMinWork = 1 << 16;  // a 64 x 64 x 16 block; a GEMV row (8K MACs) is too small
   for (const auto& c : st.cores)
     for (const auto& in : c.code)
@@ -226,25 +245,32 @@ bool worth_threads(const sim::LaunchState& st, size_t groups) {
   return false;
 }
 
+bool worth_threads(const sim::LaunchState& st) {
+  return st.groups.size() >= 2 && st.heavy && thread_count() >= 2;
+}
+
 bool run_cores(sim::LaunchState& st, const std::vector<std::vector<size_t>>& groups, bool threaded) {
+  if (!threaded) {  // the same order as body(0, n) below, without a vector per round
+    bool moved = false;
+    for (const auto& g : groups)
+      for (size_t i : g)
+        if (!st.cores[i].done) moved |= sim::run_core(st, st.cores[i]);
+    return moved;
+  }
   std::vector<char> moved(groups.size(), 0);
   auto body = [&](size_t b, size_t e) {
     for (size_t g = b; g < e; ++g)
       for (size_t i : groups[g])
         if (!st.cores[i].done) moved[g] |= sim::run_core(st, st.cores[i]);
   };
-  if (threaded)
-    parallel_for(groups.size(), body);
-  else
-    body(0, groups.size());
+  parallel_for(groups.size(), body);
   return std::find(moved.begin(), moved.end(), 1) != moved.end();
 }
 
 void schedule(sim::LaunchState& st) {
-  auto groups = core_groups(st);
-  bool threaded = worth_threads(st, groups.size());
+  const bool threaded = worth_threads(st);
   for (;;) {
-    bool progress = run_cores(st, groups, threaded);
+    bool progress = run_cores(st, st.groups, threaded);
     for (auto& c : st.conns) progress |= sim::run_connection(st, c);
     if (!progress) break;
   }
@@ -306,6 +332,8 @@ std::shared_ptr<const PreparedDesign> Simulator::prepare(const Design& design) c
     sim::compile_cores(*st, *registry_);
     st->poison = must_poison(*st);
     mark_aliasing(*st);
+    st->groups = core_groups(*st);  // once: two maps per launch per run were a dispatch's fixed cost
+    st->heavy = heavy_calls(*st);
     st->spec = nullptr;  // bound per run: this simulator may be copied or moved
     p->launches_.push_back(std::move(st));
   }

@@ -99,7 +99,10 @@ void call(LaunchState& st, CoreState& cs, const Instr& in) {
                                    to_string(cs.tile), in.kernel->name, a.text, p.held);
     const Pool& pool = st.pools[p.pool];
     int64_t n = (p.produce ? pool.written[p.cursor] : pool.read[p.cursor]) + a.index;
-    spans.emplace_back(pool.slot(n), pool.slot_bytes);
+    // An aliased slot (Pool::may_alias) is only read: its kernel declared the
+    // arg read-only, so the const host bytes are never written through it.
+    std::byte* bytes = p.produce ? pool.slot(n) : const_cast<std::byte*>(pool.read_slot(n));
+    spans.emplace_back(bytes, pool.slot_bytes);
   }
   KernelInvocation inv{std::move(spans), in.params};
   try {

@@ -174,6 +174,17 @@ bool shim_ready(LaunchState& st, ShimQueue& q, bool to_device) {
   return true;
 }
 
+// A kernel checks its args' alignment (kernels::arg_bytes, alignof of a
+// scalar type: at most 8): a compute slot aliases host bytes only when they
+// sit at the same address modulo 8 as the slot's own bytes, so every check
+// passes or fails as it would on the copy. (Modulo 16 never matched: weight
+// offsets in the packed file are only 8-aligned.)
+bool same_alignment(const std::byte* host, const std::byte* slot, TileKind kind) {
+  constexpr uintptr_t kAlign = 8;
+  return kind != TileKind::compute ||
+         reinterpret_cast<uintptr_t>(host) % kAlign == reinterpret_cast<uintptr_t>(slot) % kAlign;
+}
+
 void count_pool_bytes(LaunchState& st, const PoolEnd& e, int64_t bytes) {
   (st.pools[e.pool].kind == TileKind::mem ? st.stats.l2_bytes : st.stats.l1_bytes) += bytes;
   if (e.channel >= 0) st.stats.channels[e.channel].bytes += bytes;
@@ -274,14 +285,20 @@ bool run_connection(LaunchState& st, Connection& c) {
     if (!ready) break;
 
     const std::byte* data;
+    // Host bytes read in place stay put for the whole launch (no from_device
+    // task writes their buffer): an aliasing pool may point at them.
+    bool stable = false;
     if (c.shim_source) {
       data = c.source_q.stream() + c.source_q.pos;
+      stable = c.source_q.direct != nullptr;
       if (c.source_q.channel >= 0) st.stats.channels[c.source_q.channel].bytes += c.chunk;
     } else {
       Pool& p = st.pools[c.source.pool];
-      const std::byte* obj = p.read_slot(source_index(st, c)) + c.source.offset;
+      const int64_t n = source_index(st, c);
+      const std::byte* obj = p.read_slot(n) + c.source.offset;
       if (c.source.pattern == AccessPattern{}) {
         data = obj;  // contiguous: sinks copy straight from the slot
+        stable = p.may_alias && p.alias[static_cast<size_t>(p.slot_index(n))] != nullptr;
       } else {
         c.temp.resize(c.chunk);
         gather(obj, c.source.pattern, c.source.elem_bytes, c.source.object_bytes, c.temp.data());
@@ -289,15 +306,13 @@ bool run_connection(LaunchState& st, Connection& c) {
       }
       count_pool_bytes(st, c.source, c.chunk);
     }
-    // Host bytes read in place stay put for the whole launch (no from_device
-    // task writes their buffer): an aliasing pool may point at them.
-    const bool stable = c.shim_source && c.source_q.direct != nullptr;
     for (const auto& e : c.sinks) {
       Pool& p = st.pools[e.pool];
       const int64_t n = p.written[e.cursor];
       std::byte* obj = p.slot(n) + e.offset;
-      if (p.may_alias) p.alias[static_cast<size_t>(p.slot_index(n))] = stable ? data : nullptr;
-      if (!(p.may_alias && stable)) {  // else the slot reads as the host bytes
+      const bool alias = p.may_alias && stable && same_alignment(data, obj, p.kind);
+      if (p.may_alias) p.alias[static_cast<size_t>(p.slot_index(n))] = alias ? data : nullptr;
+      if (!alias) {  // else the slot reads as the host bytes
         if (e.pattern == AccessPattern{})
           std::memcpy(obj, data, c.chunk);
         else

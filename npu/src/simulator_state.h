@@ -32,11 +32,13 @@ struct Pool {
   int depth = 1;
   int64_t slot_bytes = 0;
   std::vector<int64_t> written, read;
-  // A mem-tile pool whose only writer lands whole objects straight from a
-  // host buffer read in place, and whose bytes only DMAs read: a slot may
-  // alias those host bytes instead of holding a copy (alias[slot], null when
-  // the slot holds its own bytes). Readers see the same bytes either way; it
-  // spares one of the two copies every weight byte took per token.
+  // A pool whose only writer lands whole objects straight from host bytes
+  // read in place (a host buffer, or a mem-tile slot aliasing one), and whose
+  // bytes are only read (by DMAs; on a compute tile by kernel args the kernel
+  // declares read-only, KernelDef::read_only_args): a slot may alias those
+  // host bytes instead of holding a copy (alias[slot], null when the slot
+  // holds its own bytes). Readers see the same bytes either way; it spares
+  // the copies every weight byte took per token (host -> L2 -> L1).
   bool may_alias = false;
   std::vector<const std::byte*> alias;  // by slot, reset per run
 
@@ -208,6 +210,10 @@ struct LaunchState {
   std::vector<size_t> wait_gate;
   std::vector<char> task_done;
   size_t done_prefix = 0;
+  // Cores that share a pool, in groups that may run on separate host threads
+  // (simulator.cpp core_groups), and whether any call is worth a thread.
+  std::vector<std::vector<size_t>> groups;
+  bool heavy = false;
 };
 
 // simulator_core.cpp

@@ -47,6 +47,11 @@ struct KernelDef {
   std::function<int64_t(const KernelParams&, const DeviceSpec&)> cycles;
   std::function<int64_t(const KernelParams&)> macs;  // 0 for non-MAC kernels
   std::function<KernelCost(const KernelParams&, const DeviceSpec&)> cost = nullptr;
+  // Bit i set: the body only reads arg i, never writes it. The simulator may
+  // then hand that arg bytes it does not own (a weight object read in place
+  // from the host view instead of copied into L1). 0 = no promise.
+  uint32_t read_only_args = 0;
+  bool reads_only(size_t arg) const { return arg < 32 && ((read_only_args >> arg) & 1u) != 0; }
 };
 
 class KernelRegistry {
