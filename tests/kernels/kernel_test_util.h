@@ -76,6 +76,20 @@ inline void run_kernel(const std::string& name, const npu::KernelParams& params,
   registry().get(name).run(inv);
 }
 
+// The linear's per-element bound against the FP32 oracle `ref` (M x N, x M x K,
+// w N x K): u_bf16 |ref| (output rounding) + 2 K u_32 sum_k |x w| (fp32 sums).
+inline std::vector<double> linear_bound(std::span<const float> x, std::span<const float> w,
+                                        std::span<const float> ref, int64_t M, int64_t K, int64_t N) {
+  std::vector<double> bound(ref.size());
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double norm = 0;
+      for (int64_t k = 0; k < K; ++k) norm += std::fabs(double{x[i * K + k]} * w[j * K + k]);
+      bound[i * N + j] = kUBf16 * std::fabs(ref[i * N + j]) + 2.0 * K * kU32 * norm;
+    }
+  return bound;
+}
+
 // Checks |got[i] - ref[i]| <= bound[i] for every i (NaN never passes) and, on
 // failure, names the worst element: index, values, error, bound and ratio.
 inline ::testing::AssertionResult within(std::span<const double> got,

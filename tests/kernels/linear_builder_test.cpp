@@ -20,8 +20,6 @@
 namespace tessera::kernels {
 namespace {
 
-using test::kU32;
-using test::kUBf16;
 
 using test::bf16_values;
 using test::linear_shape;
@@ -38,13 +36,7 @@ void check_linear(int64_t M, int64_t K, int64_t N, const npu::DeviceSpec& spec,
   ASSERT_EQ(run.outputs.size(), 1u);
   std::vector<float> ref(static_cast<size_t>(M * N));
   oracle::linear(x.data(), M, K, w.data(), N, nullptr, ref.data());
-  std::vector<double> bound(ref.size());
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      double norm = 0;
-      for (int64_t k = 0; k < K; ++k) norm += std::fabs(double{x[i * K + k]} * w[j * K + k]);
-      bound[i * N + j] = kUBf16 * std::fabs(ref[i * N + j]) + 2.0 * K * kU32 * norm;
-    }
+  const std::vector<double> bound = test::linear_bound(x, w, ref, M, K, N);
   EXPECT_TRUE(test::within(test::to_f64(run.outputs[0]), test::to_f64(ref), bound));
   // Weights are read exactly once per M step: nothing is dropped or doubled.
   EXPECT_GT(run.stats.macs(), 0);

@@ -20,8 +20,6 @@
 namespace tessera::kernels {
 namespace {
 
-using test::kU32;
-using test::kUBf16;
 using test::linear_shape;
 
 std::vector<float> run_linear(const BuiltOp& b, const std::vector<float>& x, const std::vector<float>& w,
@@ -55,13 +53,7 @@ void check_partial(int64_t M, int64_t K, int64_t N, TileOptions tiles, int64_t p
     ASSERT_EQ(std::bit_cast<uint32_t>(ys[i]), std::bit_cast<uint32_t>(yp[i])) << "element " << i;
   std::vector<float> ref(static_cast<size_t>(M * N));
   oracle::linear(x.data(), M, K, w.data(), N, nullptr, ref.data());
-  std::vector<double> bound(ref.size());
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      double norm = 0;
-      for (int64_t k = 0; k < K; ++k) norm += std::fabs(double{x[i * K + k]} * w[j * K + k]);
-      bound[i * N + j] = kUBf16 * std::fabs(ref[i * N + j]) + 2.0 * K * kU32 * norm;
-    }
+  const std::vector<double> bound = test::linear_bound(x, w, ref, M, K, N);
   EXPECT_TRUE(test::within(test::to_f64(yp), test::to_f64(ref), bound));
   EXPECT_LT(npu::estimate_time(bp.design, spec).ddr_bytes, npu::estimate_time(bs.design, spec).ddr_bytes);
 }
