@@ -116,6 +116,21 @@ void PackedWeights::release_pages(const std::string& layout_key) const {
   for (const auto& [name, b] : get(layout_key)) b.release_pages();
 }
 
+bool PackedWeights::keep_resident(const Plan& plan, int64_t limit) {
+  std::set<std::string> keys;
+  for (const Step& s : plan.steps)
+    for (const Launch& l : s.launches)
+      for (const std::string& key : l.weight_layouts)
+        if (!key.empty() && contains(key)) keys.insert(key);
+  keys.insert(resident_.begin(), resident_.end());
+  int64_t bytes = 0;
+  for (const std::string& key : keys)
+    for (const auto& [name, b] : get(key)) bytes += static_cast<int64_t>(b.size());
+  if (bytes > limit) return false;
+  resident_ = std::move(keys);
+  return true;
+}
+
 void PackedWeights::check_covers(const std::vector<const Plan*>& plans) const {
   const std::string where = source_.empty() ? std::string("packed weights") : source_;
   for (const Plan* p : plans) {

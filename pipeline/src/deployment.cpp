@@ -52,6 +52,10 @@ OpenedDeployment open_deployment(const fs::path& dir, const std::string& who) {
   plan_cache.use_tile_choices(choices);
   auto session = gated_session_options(load_deployed_plans(dir, plan_cache), config, plan_cache);
   session.tile_choices = choices;
+  // run, chat and serve hold nothing else as large: the decode working set
+  // stays resident within the 1.5 x bf16 part of deploy's RSS budget
+  // (cli/src/cmd_deploy.cpp), not faulted in again every token.
+  session.resident_decode_bytes = 3 * config.parameter_count();
   return OpenedDeployment{std::move(config), std::move(tok), std::move(spec), std::move(weights), std::move(session)};
 }
 

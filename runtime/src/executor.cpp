@@ -413,7 +413,7 @@ ExecResult Executor::run(const Plan& plan, const Values& inputs, const std::set<
     if (weights_->release_after_use)
       for (const Launch& l : step.launches)
         for (const std::string& key : l.weight_layouts)
-          if (!key.empty() && weights_->contains(key)) weights_->release_pages(key);
+          if (!key.empty() && weights_->contains(key) && weights_->releases(key)) weights_->release_pages(key);
     StepRecord rec{step.name(), step.front().shape.op, step.kind == StepKind::npu, step.seconds(),
                    seconds_since(t0)};
     result.predicted_seconds += rec.predicted_seconds;

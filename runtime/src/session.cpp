@@ -90,6 +90,7 @@ Session::Session(const model::ModelConfig& config,
   decode_base_ = std::make_unique<compiler::Plan>(lower_plan(1, 0));
   decode_bucket_ = std::bit_width(1u);
   weights_->check_covers({decode_base_.get()});
+  if (opts_.resident_decode_bytes > 0) weights_->keep_resident(*decode_base_, opts_.resident_decode_bytes);
 }
 
 compiler::Plan Session::lower_plan(int64_t seq, int64_t past) {

@@ -183,6 +183,31 @@ TEST(PackedWeightsFile, RoundTripsAndChecksCoverage) {
   fs::remove_all(file.parent_path());
 }
 
+// run / chat / serve keep the decode plan's layouts resident when they fit
+// the limit; the prefill-only layouts are still released after use, and a
+// limit one byte short keeps nothing.
+TEST(PackedWeights, KeepResidentExemptsOnePlansLayoutsWithinTheLimit) {
+  Fixture f(PlanStyle::standard);
+  PackedWeights pw = pack_weights(f.plans(), f.config, f.weights);
+  pw.release_after_use = true;
+  const std::set<std::string> decode_keys = keys_of({&f.decode});
+  int64_t decode_bytes = 0;
+  for (const auto& k : decode_keys)
+    for (const auto& [name, b] : pw.get(k)) decode_bytes += static_cast<int64_t>(b.size());
+  ASSERT_GT(decode_bytes, 0);
+  EXPECT_FALSE(pw.keep_resident(f.decode, decode_bytes - 1));
+  for (const auto& k : pw.keys()) EXPECT_TRUE(pw.releases(k)) << k;
+  EXPECT_TRUE(pw.keep_resident(f.decode, decode_bytes));
+  size_t released = 0;
+  for (const auto& k : pw.keys()) {
+    EXPECT_EQ(pw.releases(k), !decode_keys.count(k)) << k;
+    released += pw.releases(k) ? 1 : 0;
+  }
+  EXPECT_GT(released, 0u) << "the prefill plan has layouts of its own";
+  pw.release_after_use = false;
+  for (const auto& k : pw.keys()) EXPECT_FALSE(pw.releases(k)) << k;
+}
+
 // The deploy path: packed key by key straight into the file, then mapped.
 // Every buffer is a view of the mapping (no copy in memory) holding the bytes
 // pack_weights makes in memory; editing one copies only that buffer.

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -85,6 +86,16 @@ class PackedWeights {
   // a deploy's memory budget, issue 16): re-faulting them every token would
   // cost a small model more host time than the memory is worth.
   static constexpr int64_t kResidentAllowance = int64_t{2} << 30;
+  // Exempts the layouts `plan` reads from release_after_use when they total
+  // at most `limit` bytes (with those kept already): a process that runs one
+  // plan per token (run, chat, serve: the decode plan) keeps that working set
+  // resident instead of faulting it in again every token. False, nothing
+  // kept, when they do not fit.
+  bool keep_resident(const Plan& plan, int64_t limit);
+  // Whether an executor releases `layout_key`'s pages after a step used it.
+  bool releases(const std::string& layout_key) const {
+    return release_after_use && !resident_.count(layout_key);
+  }
   std::string model, spec;
 
   void save(const std::filesystem::path& file) const;
@@ -98,6 +109,7 @@ class PackedWeights {
 
  private:
   std::map<std::string, Buffers> layouts_;
+  std::set<std::string> resident_;  // keep_resident's layouts
   std::string source_;  // the file it was loaded from, for messages
 };
 

@@ -60,6 +60,10 @@ struct SessionOptions {
   // tune-tiles decisions to start from (a deployment's, tile_choices.h);
   // null: the session's DesignCache keeps its own.
   std::shared_ptr<compiler::TileChoices> tile_choices;
+  // Keep the decode plan's packed weights resident (PackedWeights::
+  // keep_resident) when they total at most this many bytes; 0: never. For a
+  // process that holds nothing else as large (run, chat, serve).
+  int64_t resident_decode_bytes = 0;
 };
 
 struct CallTiming {
