@@ -3,6 +3,7 @@
 // source weights and the oracle's host values as the reference's fixed inputs.
 #include "deploy_internal.h"
 #include "tessera/core/error.h"
+#include "tessera/model/mapped_pages.h"
 #include "tessera/model/tensor_table.h"
 #include "tessera/pipeline/local_gate.h"
 
@@ -23,7 +24,12 @@ std::vector<LocalCheck> local_checks_on(Context& ctx, const compiler::Graph& g, 
         const Tensor& t = w.get(s.name);
         const Tensor f = t.dtype() == DType::f32 ? t : t.to(DType::f32);
         auto v = f.as<float>();
-        return {v.begin(), v.end()};
+        std::vector<float> out(v.begin(), v.end());
+        // Read once per call (or once into the store): its mapped pages
+        // would otherwise stay resident beside the FP32 copy, the whole
+        // source model by the last layer.
+        model::release_mapped_pages(t);
+        return out;
       }
     throw_error<InternalError>("local gate: no source weight {} in {}", ref.str(), ctx.config.name);
   };

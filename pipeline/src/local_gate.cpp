@@ -2,6 +2,7 @@
 // output against the oracle op on the NPU's own inputs, under phase 1's row.
 #include "tessera/pipeline/local_gate.h"
 
+#include <map>
 #include <span>
 
 #include "tessera/core/bf16.h"
@@ -34,24 +35,42 @@ std::vector<float> row_of(const std::vector<float>& v, int64_t rows, int64_t las
 }
 
 // The weight and host inputs, rounded to bf16 once per name (the LM head and
-// a tied embedding share one table); weights once per caller's store when it
-// keeps one across calls.
+// a tied embedding share one table); weights kept across calls in the
+// caller's store while it has room, the rest only until their last reader.
 class FixedCache {
  public:
-  FixedCache(const FixedValue& f, WeightStore* weights) : f_(f), weights_(weights) {}
+  FixedCache(const FixedValue& f, WeightStore* store, const compiler::Graph& g) : f_(f), store_(store) {
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      for (const ValueRef& r : g.nodes[i].inputs)
+        if (r.kind != ValueKind::activation) last_use_[whole(r).str()] = i;
+  }
   const std::vector<float>& get(const ValueRef& r) {
     const std::string key = whole(r).str();
-    auto& cache = r.kind == ValueKind::weight && weights_ != nullptr ? *weights_ : cache_;
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
+    const bool storable = r.kind == ValueKind::weight && store_ != nullptr;
+    if (storable)
+      if (auto it = store_->values.find(key); it != store_->values.end()) return it->second;
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
     std::vector<float> v = f_(whole(r));
     if (deployed_as_bf16(r)) round_bf16_inplace(v);
-    return cache.emplace(key, std::move(v)).first->second;
+    const auto bytes = static_cast<int64_t>(v.size() * sizeof(float));
+    if (storable && store_->bytes + bytes <= store_->budget_bytes) {
+      store_->bytes += bytes;
+      return store_->values.emplace(key, std::move(v)).first->second;
+    }
+    return cache_.emplace(key, std::move(v)).first->second;
+  }
+  // Drops the call's own values that no node from `node` on reads.
+  void drop_before(size_t node) {
+    std::erase_if(cache_, [&](const auto& kv) {
+      auto it = last_use_.find(kv.first);
+      return it == last_use_.end() || it->second < node;
+    });
   }
 
  private:
   const FixedValue& f_;
-  WeightStore* weights_;
+  WeightStore* store_;
+  std::map<std::string, size_t> last_use_;
   std::map<std::string, std::vector<float>> cache_;
 };
 
@@ -74,8 +93,10 @@ std::vector<LocalCheck> local_checks(const compiler::Graph& g,
                                      const std::map<std::string, std::vector<float>>& npu,
                                      const FixedValue& fixed, int64_t last_row, WeightStore* weights) {
   std::vector<LocalCheck> out;
-  FixedCache cache(fixed, weights);
-  for (const Node& n : g.nodes) {
+  FixedCache cache(fixed, weights, g);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    cache.drop_before(i);
     if (n.shape.op == "argmax") continue;
     auto got = npu.find(n.output.str());
     if (got == npu.end()) continue;

@@ -100,6 +100,48 @@ const FixedValue kFixed = [](const ValueRef& r) -> std::vector<float> {
 
 float f32(float x) { return x; }
 
+// Two linears reading weights wa and wb: the store keeps what fits its
+// budget across calls, the rest is fetched per call; the checks are the same.
+TEST(LocalGate, WeightStoreKeepsWhatFitsItsBudgetAndTheRestPerCall) {
+  constexpr int64_t kK = 64, kN = 32;
+  compiler::Graph g;
+  g.model = "local-gate-store-test";
+  g.seq = kS;
+  const kernels::OpShape lin{"linear", {{"M", kS}, {"K", kK}, {"N", kN}}, {}};
+  for (const char* w : {"a", "b"})
+    g.nodes.push_back({0, std::string("y") + w, lin,
+                       {{ValueKind::activation, "x", 0, false}, {ValueKind::weight, std::string("w") + w, 0, false}},
+                       {ValueKind::activation, std::string("y") + w, 0, false}});
+  std::map<std::string, std::vector<float>> weights{{"wa", gaussian(kN * kK, 5)}, {"wb", gaussian(kN * kK, 6)}};
+  for (auto& [k, v] : weights) round_bf16_inplace(v);
+  std::map<std::string, std::vector<float>> npu{{"L0.x", gaussian(kS * kK, 7)}};
+  round_bf16_inplace(npu["L0.x"]);
+  for (const char* w : {"a", "b"}) {
+    // The FP32 op itself, unrounded: any other weight makes max_abs > 0.
+    npu[std::string("L0.y") + w] = reference_op(lin, {npu["L0.x"], weights[std::string("w") + w]});
+  }
+  std::map<std::string, int> fetched;
+  const FixedValue fixed = [&](const ValueRef& r) {
+    ++fetched[r.name];
+    return weights.at(r.name);
+  };
+  const int64_t one = kN * kK * static_cast<int64_t>(sizeof(float));
+  for (const int64_t budget : {int64_t{0}, one, 2 * one}) {
+    fetched.clear();
+    WeightStore store;
+    store.budget_bytes = budget;
+    std::vector<std::vector<LocalCheck>> runs;
+    for (int call = 0; call < 2; ++call) runs.push_back(local_checks(g, npu, fixed, -1, &store));
+    EXPECT_LE(store.bytes, budget);
+    EXPECT_EQ(fetched["wa"], budget >= one ? 1 : 2) << "budget " << budget;
+    EXPECT_EQ(fetched["wb"], budget >= 2 * one ? 1 : 2) << "budget " << budget;
+    for (const auto& checks : runs) {
+      ASSERT_EQ(checks.size(), 2u);
+      for (const LocalCheck& c : checks) EXPECT_EQ(c.metrics.max_abs, 0.0) << c.value << " budget " << budget;
+    }
+  }
+}
+
 TEST(LocalGate, SharedUpstreamErrorPassesLocallyButBreaksEndToEndStatistics) {
   const NpuRun r = run(f32);
   const auto checks = local_checks(graph(), r.npu, kFixed);

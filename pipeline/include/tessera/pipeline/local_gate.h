@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "tessera/compiler/graph.h"
+#include "tessera/compiler/packed_weights.h"
 #include "tessera/pipeline/thresholds.h"
 
 namespace tessera::pipeline {
@@ -53,16 +54,27 @@ using FixedValue = std::function<std::vector<float>(const compiler::ValueRef&)>;
 // gates feed each op what the deployment feeds it.
 bool deployed_as_bf16(const compiler::ValueRef& r);
 
-// Weights as the NPU takes them (bf16-rounded), by ValueRef::str(): a caller
-// gating many calls of one model (phase 6's decode steps) keeps one store so
-// each weight is fetched and rounded once, not once per call.
-using WeightStore = std::map<std::string, std::vector<float>>;
+// Weights as the NPU takes them (bf16-rounded, held as FP32), by
+// ValueRef::str(): a caller gating many calls of one model (phase 6's decode
+// steps) keeps one store so each weight is fetched and rounded once, not once
+// per call, up to `budget_bytes`. Past it a weight is fetched per call and
+// dropped after its last use in the graph: the whole model in FP32 is 4x its
+// bf16 bytes (16 GB for qwen3-4b), which no deploy's memory budget holds
+// (issue 16). The store takes a quarter of the budget's fixed allowance,
+// which it shares with the resident packed weights, activations and taps.
+struct WeightStore {
+  int64_t budget_bytes = compiler::PackedWeights::kResidentAllowance / 4;
+  int64_t bytes = 0;
+  std::map<std::string, std::vector<float>> values;
+};
 
 // One check per node of `g` whose output and activation inputs are all in
 // `npu` (executor values by ValueRef::str()); argmax nodes are left to their
 // own gate. `last_row` is the row a last_row ref takes (-1: the last), as in
 // runtime::Executor::run. Nodes are visited in graph order. `weights`: see
-// WeightStore (null: fetched for this call only).
+// WeightStore (null: fetched for this call only). A weight or host input not
+// in the store is dropped after the last node that reads it, so a call holds
+// one at a time beside the store.
 std::vector<LocalCheck> local_checks(const compiler::Graph& g,
                                      const std::map<std::string, std::vector<float>>& npu,
                                      const FixedValue& fixed, int64_t last_row = -1,
