@@ -5,11 +5,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "tessera/compiler/tile_choices.h"
 #include "tessera/core/error.h"
+#include "tessera/core/mutants.h"
 #include "tessera/kernels/builders/builder_support.h"
 #include "tessera/kernels/builders/linear.h"
 #include "layout_probe.h"
@@ -47,6 +50,39 @@ std::string cache_key(const kernels::OpShape& shape, const kernels::TileOptions&
   return k;
 }
 
+// Weight probes outlive one DesignCache: every session, evaluator check and
+// tile search lowers through a cache of its own, and each probe of an
+// embedding table or LM head packs and hashes hundreds of MB (phase 7 of a
+// 2-layer llama-3.2-1b probed its 525 MB table 72 times: 60 % of its host
+// time). A built op is a function of the spec, the shape, the tile options
+// and the builders' code (a builder mutant, core/mutants.h, changes it), so
+// its probe is too; the memo holds a hash and a size per entry.
+class ProbeMemo {
+ public:
+  static ProbeMemo& instance() {
+    static ProbeMemo memo;
+    return memo;
+  }
+  std::optional<Probe> find(const std::string& key) const {
+    std::lock_guard lock(mu_);
+    auto it = probes_.find(key);
+    if (it == probes_.end()) return std::nullopt;
+    return it->second;
+  }
+  void add(const std::string& key, Probe p) {
+    std::lock_guard lock(mu_);
+    probes_.emplace(key, p);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, Probe> probes_;
+};
+
+std::string probe_key(const std::string& spec_hash, const std::string& entry_key, size_t input) {
+  return fmt::format("{}|{}|{}|{}", spec_hash, static_cast<int>(active_mutant()), entry_key, input);
+}
+
 }  // namespace
 
 std::string weight_layout_key(const ValueRef& weight, const kernels::BuiltOp& op, size_t input) {
@@ -56,7 +92,7 @@ std::string weight_layout_key(const ValueRef& weight, const kernels::BuiltOp& op
 // ---------------------------------------------------------------- DesignCache
 
 DesignCache::DesignCache(npu::DeviceSpec spec)
-    : spec_(std::move(spec)), tile_choices_(std::make_shared<TileChoices>()) {}
+    : spec_(std::move(spec)), spec_hash_(spec_hash(spec_)), tile_choices_(std::make_shared<TileChoices>()) {}
 
 void DesignCache::use_tile_choices(std::shared_ptr<TileChoices> store) {
   TESSERA_CHECK(store != nullptr, "DesignCache: no tile-choice store");
@@ -74,6 +110,7 @@ const DesignCache::Entry& DesignCache::get(const kernels::OpShape& shape,
   // Built outside the lock so that independent shapes build in parallel; a
   // racing duplicate build is identical and simply dropped.
   auto e = std::make_unique<Entry>();
+  e->key = key;
   e->op = std::make_shared<const kernels::BuiltOp>(
       kernels::op_builder(shape.op).build(shape, spec_, tiles));
   kernels::ensure_tile_kernels_registered();
@@ -95,7 +132,10 @@ DesignCache::Layout DesignCache::layout(const ValueRef& weight, const Entry& ent
     auto it = entry.probes.find(input);
     if (it != entry.probes.end()) return {key_of(weight, it->second.hash), it->second.bytes};
   }
-  const Probe p = weight_probe(*entry.op, input);
+  const std::string memo_key = probe_key(spec_hash_, entry.key, input);
+  const std::optional<Probe> known = ProbeMemo::instance().find(memo_key);
+  const Probe p = known ? *known : weight_probe(*entry.op, input);
+  if (!known) ProbeMemo::instance().add(memo_key, p);
   std::lock_guard lock(entry.probe_mu);
   entry.probes[input] = p;
   return {key_of(weight, p.hash), p.bytes};

@@ -219,6 +219,31 @@ TEST(Plan, LayoutKeyHashesPackedBytes) {
   EXPECT_EQ(cache().layout(w, e, 1).bytes, w_bytes);
 }
 
+TEST(Plan, LayoutKeyOutlivesItsCacheButNotItsDesign) {
+  // Probes are memoized across caches (plan.cpp ProbeMemo): a fresh cache's
+  // key must still be the probe of its own design, whatever was probed
+  // before under the same shape with other tiles or on another spec.
+  const kernels::OpShape s{"linear", {{"M", 24}, {"K", 256}, {"N", 512}}, {}};
+  const ValueRef w{ValueKind::weight, "up_proj", 0, false};
+  for (const char* spec : {"xdna2", "xdna1"}) {
+    DesignCache first{npu::DeviceSpec::preset(spec)};
+    const auto tiles = layout_tiles(s, first.spec());
+    auto other = tiles;
+    other["n"] = tiles.at("n") / 2;
+    for (const auto& t : {tiles, other}) {
+      DesignCache fresh{npu::DeviceSpec::preset(spec)};
+      const auto& e = fresh.get(s, t);
+      first.layout(w, first.get(s, t), 1);
+      EXPECT_EQ(fresh.layout(w, e, 1).key, weight_layout_key(w, *e.op, 1)) << spec;
+    }
+  }
+  DesignCache a{npu::DeviceSpec::preset("xdna2")}, b{npu::DeviceSpec::preset("xdna1")};
+  const auto& ea = a.get(s, layout_tiles(s, a.spec()));
+  const auto& eb = b.get(s, layout_tiles(s, b.spec()));
+  EXPECT_EQ(a.layout(w, ea, 1).key, weight_layout_key(w, *ea.op, 1));
+  EXPECT_EQ(b.layout(w, eb, 1).key, weight_layout_key(w, *eb.op, 1));
+}
+
 TEST(Plan, BuffersCoverWeightsActivationsCacheAndIo) {
   const auto c = small_vocab("qwen3-0.6b", 2);
   const Plan p = lower_style(c, 17, 0, PlanStyle::standard);

@@ -75,6 +75,7 @@ class DesignCache {
   struct Entry {
     std::shared_ptr<const kernels::BuiltOp> op;
     npu::DispatchTiming timing;
+    std::string key;  // the cache's key: shape and tile options
     // Weight probes (weight_layout_key) by input index, filled on first use:
     // the embedding-table / LM-head probe packs hundreds of MB.
     struct Probe {
@@ -112,6 +113,7 @@ class DesignCache {
 
  private:
   npu::DeviceSpec spec_;
+  std::string spec_hash_;  // tile_choices.h spec_hash(spec_): keys the process-wide probe memo
   std::shared_ptr<TileChoices> tile_choices_;
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Entry>> entries_;
