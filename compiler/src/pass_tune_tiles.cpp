@@ -52,11 +52,13 @@ bool keeps_layouts(const Launch& base, const Launch& trial, bool pinned) {
          (!pinned || trial.weight_layouts == base.weight_layouts);
 }
 
+// weight_keys: whether the trial's weight layouts are probed (keeps_layouts
+// compares them only when pinned; the launch kept is always probed).
 Launch rebuilt(const Plan& plan, const Launch& base, const kernels::TileOptions& tiles,
-               DesignCache& cache) {
+               DesignCache& cache, bool weight_keys = true) {
   Launch t = base;
   t.tiles = tiles;
-  detail::build_launch(plan, t, cache);
+  detail::build_launch(plan, t, cache, weight_keys);
   return t;
 }
 
@@ -80,7 +82,8 @@ TileDecision search(const Plan& plan, const Launch& base, const TileDecision& ma
   }
   for (const kernels::TileTiming& t : order) {
     if (t.tiles == d.builder_default.tiles || !(t.seconds < d.builder_default.seconds)) break;
-    if (keeps_layouts(base, rebuilt(plan, base, t.tiles, cache), !base.tiles.empty())) {
+    const bool pinned = !base.tiles.empty();
+    if (keeps_layouts(base, rebuilt(plan, base, t.tiles, cache, pinned), pinned)) {
       d.chosen = t;
       break;
     }
@@ -102,8 +105,9 @@ TileDecision decide(const Plan& plan, const Launch& base, DesignCache& cache, bo
     bool same = old->spec_hash == now.spec_hash && old->builder == now.builder &&
                 old->builder_default.tiles == def.tiles && old->builder_default.seconds == def.seconds;
     if (same && old->tuned()) {
-      const Launch t = rebuilt(plan, base, old->chosen.tiles, cache);
-      same = t.timing.total_seconds == old->chosen.seconds && keeps_layouts(base, t, !base.tiles.empty());
+      const bool pinned = !base.tiles.empty();
+      const Launch t = rebuilt(plan, base, old->chosen.tiles, cache, pinned);
+      same = t.timing.total_seconds == old->chosen.seconds && keeps_layouts(base, t, pinned);
     }
     if (same) {
       ++n.reused;

@@ -102,7 +102,7 @@ Launch place_launch(const Plan& plan, size_t i, bool on_host, const npu::DeviceS
   return l;
 }
 
-void build_launch(const Plan& plan, Launch& l, DesignCache& cache) {
+void build_launch(const Plan& plan, Launch& l, DesignCache& cache, bool weight_keys) {
   const Node& node = plan.graph.nodes.at(l.node);
   // Mutant exec_kv_write_prev (core/mutants.h): layer 1's kv_append writes its
   // rows one position early; on the NPU that is a design built for pos - 1
@@ -120,7 +120,7 @@ void build_launch(const Plan& plan, Launch& l, DesignCache& cache) {
   for (size_t k = 0; k < node.inputs.size(); ++k) {
     const ValueRef& in = node.inputs[k];
     if (in.kind == ValueKind::weight) {
-      l.weight_layouts.push_back(cache.layout(in, e, k).key);
+      l.weight_layouts.push_back(weight_keys ? cache.layout(in, e, k).key : std::string());
       l.in_layouts.emplace_back();
     } else {
       l.weight_layouts.emplace_back();

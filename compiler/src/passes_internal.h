@@ -8,7 +8,10 @@ namespace tessera::compiler::detail {
 // from the host model, plain layouts) or npu (the layout policy's tiles).
 Launch place_launch(const Plan& plan, size_t node, bool host, const npu::DeviceSpec& spec);
 // Builds one npu launch from its shape and tiles (design, timing, layout keys).
-void build_launch(const Plan& plan, Launch& l, DesignCache& cache);
+// weight_keys = false leaves l.weight_layouts empty: a trial build whose
+// weight layouts nobody compares skips probing them (a probe of an LM head
+// packs hundreds of MB).
+void build_launch(const Plan& plan, Launch& l, DesignCache& cache, bool weight_keys = true);
 // Builds every npu launch of the plan.
 std::string build_launches(Plan& plan, DesignCache& cache);
 
