@@ -85,9 +85,15 @@ Tensor Tensor::to(DType target) const {
     std::memcpy(out.data_, data_, nbytes());
     return out;
   }
+  if (target == DType::f32) {  // straight into out: no FP32 temporary of the whole tensor
+    auto o = out.as_mut<float>();
+    if (dtype_ == DType::bf16) bf16_to_f32(as<bf16>(), o);
+    else f16_to_f32(as<uint16_t>(), o);
+    return out;
+  }
   std::vector<float> f = to_f32_vector();
   switch (target) {
-    case DType::f32: std::memcpy(out.data_, f.data(), f.size() * 4); break;
+    case DType::f32: break;
     case DType::bf16: f32_to_bf16(f, out.as_mut<bf16>()); break;
     case DType::f16: {
       auto o = out.as_mut<uint16_t>();

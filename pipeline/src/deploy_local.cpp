@@ -22,9 +22,7 @@ std::vector<LocalCheck> local_checks_on(Context& ctx, const compiler::Graph& g, 
     for (const auto& s : specs)
       if (s.layer == ref.layer && model::role_name(s.role) == ref.name) {
         const Tensor& t = w.get(s.name);
-        const Tensor f = t.dtype() == DType::f32 ? t : t.to(DType::f32);
-        auto v = f.as<float>();
-        std::vector<float> out(v.begin(), v.end());
+        std::vector<float> out = t.to_f32_vector();  // one FP32 copy, converted in place
         // Read once per call (or once into the store): its mapped pages
         // would otherwise stay resident beside the FP32 copy, the whole
         // source model by the last layer.

@@ -27,9 +27,7 @@ std::vector<float> source_weight(Context& ctx, const compiler::ValueRef& r) {
   for (const auto& s : model::tensor_specs(ctx.config)) {
     if (s.layer != r.layer || model::role_name(s.role) != r.name) continue;
     const Tensor& t = ctx.weights().get(s.name);
-    const Tensor f = t.dtype() == DType::f32 ? t : t.to(DType::f32);
-    auto v = f.as<float>();
-    std::vector<float> out(v.begin(), v.end());
+    std::vector<float> out = t.to_f32_vector();
     round_bf16_inplace(out);
     return out;
   }

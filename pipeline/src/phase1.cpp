@@ -51,11 +51,7 @@ int32_t token_for(uint64_t seed, uint64_t i, int64_t vocab) {
   return static_cast<int32_t>(z % static_cast<uint64_t>(vocab));
 }
 
-std::vector<float> values_of(const Tensor& t) {
-  const Tensor f = t.dtype() == DType::f32 ? t : t.to(DType::f32);
-  auto s = f.as<float>();
-  return std::vector<float>(s.begin(), s.end());
-}
+std::vector<float> values_of(const Tensor& t) { return t.to_f32_vector(); }
 
 // Everything one pass (prefill or decode) needs: the oracle's taps and the
 // host-supplied values, for a one-layer model.
