@@ -4,13 +4,18 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -55,7 +60,65 @@ std::string sha256_end(EVP_MD_CTX* ctx) {
 
 }  // namespace
 
+namespace {
+
+// A big file's digest, remembered for this process while the file is the
+// same inode with the same size and the same modification and change times
+// (ns): a deploy checks its 1.5 GB packed weights against the manifest in
+// every phase, and hashing them again was a quarter of a 2-layer
+// llama-3.2-1b deploy. Any write moves ctime, which user space cannot set,
+// but only to the kernel's coarse clock (a tick of 1-10 ms): a file changed
+// within the last second is not remembered, so any later write lands in
+// another tick and so moves ctime. Small files are always rehashed.
+constexpr off_t kMemoMinBytes = off_t{16} << 20;
+constexpr int64_t kSettledNs = 1'000'000'000;
+
+struct FileState {
+  dev_t dev;
+  ino_t ino;
+  off_t size;
+  int64_t mtime_ns, ctime_ns;
+  auto operator<=>(const FileState&) const = default;
+};
+
+std::optional<FileState> state_of(const fs::path& file) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < kMemoMinBytes) return std::nullopt;
+  auto ns = [](const timespec& t) { return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; };
+  timespec now {};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  if (ns(now) - ns(st.st_ctim) < kSettledNs) return std::nullopt;
+  return FileState{st.st_dev, st.st_ino, st.st_size, ns(st.st_mtim), ns(st.st_ctim)};
+}
+
+std::mutex digest_mu;
+std::map<FileState, std::string>& digests() {
+  static std::map<FileState, std::string> m;
+  return m;
+}
+
+std::string sha256_of_stream(const fs::path& file);
+
+}  // namespace
+
 std::string sha256_file(const fs::path& file) {
+  const std::optional<FileState> before = state_of(file);
+  if (before) {
+    std::lock_guard lock(digest_mu);
+    if (auto it = digests().find(*before); it != digests().end()) return it->second;
+  }
+  std::string digest = sha256_of_stream(file);
+  // Kept only if nothing moved while it was read.
+  if (before && state_of(file) == before) {
+    std::lock_guard lock(digest_mu);
+    digests().emplace(*before, digest);
+  }
+  return digest;
+}
+
+namespace {
+
+std::string sha256_of_stream(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw_error<FileError>("cannot read {} to hash it", file.string());
   MdCtx ctx = sha256_begin();
@@ -67,6 +130,8 @@ std::string sha256_file(const fs::path& file) {
   if (in.bad()) throw_error<FileError>("read error while hashing {}", file.string());
   return sha256_end(ctx.get());
 }
+
+}  // namespace
 
 std::string sha256_bytes(std::span<const std::byte> data) {
   MdCtx ctx = sha256_begin();

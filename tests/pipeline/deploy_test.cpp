@@ -72,6 +72,34 @@ TEST(Manifest, Sha256AndStaleArtifacts) {
   EXPECT_FALSE(problem.empty());
 }
 
+// sha256_file remembers a big settled file's digest (manifest.cpp): a change
+// in place that keeps the size, looked up a second later or right after a
+// hash, must still give the new content's digest.
+TEST(Manifest, RememberedDigestFollowsEveryChange) {
+  const fs::path d = scratch("digest");
+  fs::create_directories(d);
+  const fs::path f = d / "big.bin";
+  std::string bytes(size_t{17} << 20, 'a');
+  auto put = [&](size_t at, char c) {
+    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(static_cast<std::streamoff>(at));
+    io.put(c);
+  };
+  std::ofstream(f, std::ios::binary) << bytes;
+  auto digest_of = [&] { return sha256_bytes(std::as_bytes(std::span(bytes.data(), bytes.size()))); };
+  EXPECT_EQ(sha256_file(f), digest_of());  // fresh: not remembered
+  ::sleep(2);
+  EXPECT_EQ(sha256_file(f), digest_of());  // settled: remembered
+  EXPECT_EQ(sha256_file(f), digest_of());
+  put(5, 'b');  // and looked up again once settled
+  bytes[5] = 'b';
+  ::sleep(2);
+  EXPECT_EQ(sha256_file(f), digest_of());
+  put(6, 'c');  // right after a hash: within the clock tick of the last change
+  bytes[6] = 'c';
+  EXPECT_EQ(sha256_file(f), digest_of());
+}
+
 // check_deployment on hand-built manifests: an interrupted phase, a phase
 // judged on other options, an input no earlier phase wrote.
 TEST(Manifest, CheckDeploymentReChecksTheVerdictChain) {
