@@ -19,6 +19,8 @@
 #include "tessera/model/synth.h"
 #include "tessera/npu/device_spec.h"
 #include "tessera/oracle/oracle.h"
+#include "tessera/oracle/rope.h"
+#include "tessera/runtime/executor.h"
 #include "tessera/runtime/sampler.h"
 #include "tessera/runtime/session.h"
 
@@ -73,6 +75,28 @@ inline const TinyModel& tiny(const std::string& preset) {
   auto& slot = models[preset];
   if (!slot) slot = std::make_unique<TinyModel>(load_tiny(preset));
   return *slot;
+}
+
+// Host inputs for `tokens` at positions P.. with the given caches ([P, kv_dim]
+// per layer; empty for P = 0).
+inline Values host_inputs(const TinyModel& m, const std::vector<int32_t>& tokens, int64_t P,
+                   const std::vector<std::vector<float>>& k = {},
+                   const std::vector<std::vector<float>>& v = {}) {
+  const auto S = static_cast<int64_t>(tokens.size());
+  const int64_t kvd = m.config.kv_dim();
+  Values in;
+  in["host:token_ids"] = std::vector<float>(tokens.begin(), tokens.end());
+  const oracle::RopeTable rope = oracle::rope_table(m.config, P, S);
+  in["host:rope_cos"] = rope.cos;
+  in["host:rope_sin"] = rope.sin;
+  for (int l = 0; l < m.config.num_layers; ++l)
+    for (const char* name : {"k_cache_in", "v_cache_in"}) {
+      std::vector<float> buf(static_cast<size_t>((P + S) * kvd), 0.0f);
+      const auto& src = name[0] == 'k' ? k : v;
+      if (P > 0) std::copy(src[l].begin(), src[l].begin() + P * kvd, buf.begin());
+      in[compiler::ValueRef{compiler::ValueKind::host, name, l, false}.str()] = std::move(buf);
+    }
+  return in;
 }
 
 inline std::vector<int32_t> prompt_tokens(int64_t n, int64_t vocab, uint32_t salt = 0) {
