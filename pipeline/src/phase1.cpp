@@ -225,29 +225,29 @@ void set_roofline(KernelResult& r, const kernels::BuiltOp& built, const npu::Dis
   r.roofline_bound = compute > ddr ? "compute" : "ddr";
 }
 
-KernelResult run_kernel(const Graph& g, const compiler::UniqueOp& u,
+KernelResult run_kernel(const Graph& g, const compiler::UniqueOp& unique,
                         const std::function<Inputs()>& fetch, const npu::DeviceSpec& spec,
                         const Phase1Options& opts, const BuilderLookup& lookup) {
-  const Node& node = g.nodes[u.nodes.front()];
+  const Node& node = g.nodes[unique.nodes.front()];
   std::vector<bool> activation;
   for (const ValueRef& ref : node.inputs) activation.push_back(ref.kind == ValueKind::activation);
   KernelResult r;
   r.node = node.name;
-  for (size_t i : u.nodes)
+  for (size_t i : unique.nodes)
     if (std::find(r.nodes.begin(), r.nodes.end(), g.nodes[i].name) == r.nodes.end())
       r.nodes.push_back(g.nodes[i].name);
-  r.shape = compiler::shape_text(u.shape);
-  r.threshold = kernel_threshold(u.shape);
+  r.shape = compiler::shape_text(unique.shape);
+  r.threshold = kernel_threshold(unique.shape);
   const auto t0 = Clock::now();
-  const kernels::OpBuilder* b = lookup(u.shape.op);
+  const kernels::OpBuilder* b = lookup(unique.shape.op);
   if (b == nullptr) {
     r.status = KernelStatus::no_builder;
-    r.message = "no builder for op " + u.shape.op;
+    r.message = "no builder for op " + unique.shape.op;
     return r;
   }
   kernels::BuiltOp built;
   try {
-    built = b->build(u.shape, spec);
+    built = b->build(unique.shape, spec);
     kernels::ensure_tile_kernels_registered();
     const npu::DispatchTiming t = npu::estimate_time(built.design, spec);
     r.predicted_seconds = t.total_seconds;
@@ -261,7 +261,7 @@ KernelResult run_kernel(const Graph& g, const compiler::UniqueOp& u,
     r.status = KernelStatus::build_error;
     r.message = e.what();
     r.host_seconds = since(t0);
-    if (opts.on_failure) opts.on_failure({r, u.shape, nullptr, activation, nullptr, std::current_exception(), g.seq, g.past});
+    if (opts.on_failure) opts.on_failure({r, unique.shape, nullptr, activation, nullptr, std::current_exception(), g.seq, g.past});
     return r;
   }
   if (!opts.simulate) {
@@ -276,16 +276,16 @@ KernelResult run_kernel(const Graph& g, const compiler::UniqueOp& u,
     const kernels::OpRun run = kernels::run_op(built, in, spec);
     out = run.outputs.at(0);
     std::vector<std::span<const float>> spans(in.begin(), in.end());
-    std::vector<float> ref = reference_op(u.shape, spans);
-    if (u.shape.op == "argmax") {
-      r.metrics = argmax_metrics(in[0], u.shape.dim("V"), std::move(ref), run.outputs.at(0));
+    std::vector<float> ref = reference_op(unique.shape, spans);
+    if (unique.shape.op == "argmax") {
+      r.metrics = argmax_metrics(in[0], unique.shape.dim("V"), std::move(ref), run.outputs.at(0));
     } else {
       NoiseModel nm = r.threshold.noise;
-      const int64_t hd = u.shape.dims.count("head_dim") ? u.shape.dim("head_dim") : 0;
-      nm.row_width = stat_row_width(u.shape.op, hd, ref.size(), g.seq);
+      const int64_t hd = unique.shape.dims.count("head_dim") ? unique.shape.dim("head_dim") : 0;
+      nm.row_width = stat_row_width(unique.shape.op, hd, ref.size(), g.seq);
       r.metrics = compare(ref, run.outputs.at(0), nm);
     }
-    if (const auto bounds = bf16_reference(u.shape, spans, attn_schedule(u.shape, built, spec))) {
+    if (const auto bounds = bf16_reference(unique.shape, spans, attn_schedule(unique.shape, built, spec))) {
       const Bf16Verdict v = bf16_outside(*bounds, run.outputs.at(0));
       r.metrics.bf16_ref_outside = v.outside;
       r.metrics.bf16_ref_first = v.first;
@@ -294,13 +294,13 @@ KernelResult run_kernel(const Graph& g, const compiler::UniqueOp& u,
     r.status = KernelStatus::run_error;
     r.message = e.what();
     r.host_seconds = since(t0);
-    if (opts.on_failure) opts.on_failure({r, u.shape, &in, activation, nullptr, std::current_exception(), g.seq, g.past});
+    if (opts.on_failure) opts.on_failure({r, unique.shape, &in, activation, nullptr, std::current_exception(), g.seq, g.past});
     return r;
   }
   r.failed = failed_metrics(r.metrics, r.threshold);
   r.status = r.failed.empty() ? KernelStatus::pass : KernelStatus::fail;
   r.host_seconds = since(t0);
-  if (!r.failed.empty() && opts.on_failure) opts.on_failure({r, u.shape, &in, activation, &out, nullptr, g.seq, g.past});
+  if (!r.failed.empty() && opts.on_failure) opts.on_failure({r, unique.shape, &in, activation, &out, nullptr, g.seq, g.past});
   return r;
 }
 
