@@ -14,6 +14,7 @@
 
 #include "tessera/model/model_dir.h"
 #include "tessera/model/synth.h"
+#include "tessera/oracle/ops.h"
 #include "tessera/oracle/oracle.h"
 
 namespace {
@@ -79,6 +80,26 @@ void BM_OracleDecode(benchmark::State& state, const std::string& preset) {
       benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   report_rss(state);
 }
+
+// Decode's matrix-vector product alone, as a share of memory speed: the bytes
+// of the weight matrix read per second (compare bench/membw_bench on the same
+// machine). Shapes: SmolLM2-135M's LM head and llama-3.2-1b's gate.
+void BM_OracleGemv(benchmark::State& state, tessera::DType dtype) {
+  const int64_t out = state.range(0), in = state.range(1);
+  std::vector<float> wv(static_cast<size_t>(out * in)), x(static_cast<size_t>(in)), y(static_cast<size_t>(out));
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = static_cast<float>((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) * 0.25f;
+  const tessera::Tensor w = tessera::Tensor::from_f32({out, in}, wv).to(dtype);
+  for (auto _ : state) {
+    tessera::oracle::linear(x.data(), 1, in, w, out, nullptr, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.nbytes()));
+}
+BENCHMARK_CAPTURE(BM_OracleGemv, f32, tessera::DType::f32)
+    ->Args({49152, 576})->Args({8192, 2048})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_OracleGemv, bf16, tessera::DType::bf16)
+    ->Args({49152, 576})->Args({8192, 2048})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_CAPTURE(BM_OraclePrefill, qwen3_0_6b, std::string("qwen3-0.6b"))
     ->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();

@@ -1,11 +1,16 @@
 // linear() on weights kept in their 16-bit source dtype (ops.h): the oracle's
 // memory is the mapped checkpoint, not a 4-byte copy of every parameter.
+//
+// Decode (one row) is a matrix-vector product whose time is one read of the
+// weights, so it reads them in place: a bf16 weight is widened in a register
+// (its bits shifted into an f32's high half, exact), never through a buffer.
+// This file is compiled with -ffp-contract=off (CMakeLists.txt): each product
+// is rounded to f32 before it is added, on every ISA, so the AVX2 and SSE2
+// clones below give the same bits.
 #include <algorithm>
 #include <cstring>
 #include <limits>
 #include <vector>
-
-#include <cblas.h>
 
 #include "tessera/core/bf16.h"
 #include "tessera/core/error.h"
@@ -34,74 +39,187 @@ void rows_to_f32(const Tensor& t, int64_t row0, int64_t n, float* dst) {
   }
 }
 
+float dot_reference(const float* x, const float* w, int64_t in) {
+  float lane[kDotLanes] = {};
+  for (int64_t k = 0; k < in; ++k) {
+    const float product = w[k] * x[k];
+    lane[k % kDotLanes] += product;
+  }
+  for (int half = kDotLanes / 2; half > 0; half /= 2)
+    for (int j = 0; j < half; ++j) lane[j] += lane[j + half];
+  return lane[0];
+}
+
 namespace {
 
-// OpenBLAS (0.3, interface/gemv.c and driver/level2/gemv_thread.c) runs a
-// gemv of out * in >= 9216 multiply-adds on its threads, giving each a range
-// of ceil(rows left / threads left) rows (at least 4), and each range ends in
-// its own 1-3 row tail, so a whole-matrix sgemv sums a row differently on
-// another thread count. Blocks keep the tails where a 2-thread call puts them
-// (the count every oracle figure so far was recorded with), whatever the
-// thread count: each block is one range of its own, computed alike everywhere.
-constexpr int64_t kBlasThreadedMacs = 9216;
-constexpr int64_t kRanges = 2;
+static_assert(kDotLanes == 16, "the kernel below holds the 16 lanes as two 8-float vectors");
+using f32x8 = float __attribute__((vector_size(32)));
+using f32x4 = float __attribute__((vector_size(16)));
+using f32x2 = float __attribute__((vector_size(8)));
+using u16x16 = uint16_t __attribute__((vector_size(32)));
 
-std::vector<int64_t> blas_ranges(int64_t out, int64_t in) {
-  const int64_t threads = out * in < kBlasThreadedMacs ? 1 : kRanges;
-  std::vector<int64_t> bounds = {0};
-  for (int64_t left = out, t = 0; left > 0; ++t) {
-    int64_t width = std::max<int64_t>(4, (left + threads - t - 1) / std::max<int64_t>(1, threads - t));
-    width = std::min(width, left);
-    bounds.push_back(bounds.back() + width);
-    left -= width;
+// The 16 lanes live in two vectors, a (positions 0-7) and b (8-15). f32 rows
+// keep lane c at position c. bf16 rows are widened by interleaving each
+// 16-bit value under 16 zero bits, which an AVX2 unpack does per 128-bit half:
+// a gets lanes 0-3 and 8-11, b lanes 4-7 and 12-15 (x is permuted to match).
+// Either way a lane holds the same columns and the fold adds the same pairs.
+enum class Lanes { natural, interleaved };
+template <Lanes L>
+constexpr int position(int lane) {
+  if constexpr (L == Lanes::natural) return lane;
+  return lane < 4 ? lane : lane < 8 ? lane + 4 : lane < 12 ? lane - 4 : lane;
+}
+
+inline f32x8 load8(const float* p) {
+  f32x8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void load16(const float* p, f32x8& a, f32x8& b) {
+  a = load8(p);
+  b = load8(p + 8);
+}
+inline void load16(const bf16* p, f32x8& a, f32x8& b) {
+  u16x16 v;
+  std::memcpy(&v, p, sizeof v);
+  const u16x16 z{};
+  const u16x16 lo = __builtin_shufflevector(z, v, 0, 16, 0, 17, 0, 18, 0, 19, 0, 24, 0, 25, 0, 26, 0, 27);
+  const u16x16 hi = __builtin_shufflevector(z, v, 0, 20, 0, 21, 0, 22, 0, 23, 0, 28, 0, 29, 0, 30, 0, 31);
+  std::memcpy(&a, &lo, sizeof a);
+  std::memcpy(&b, &hi, sizeof b);
+}
+
+// dot_reference()'s fold in halves, in registers: lane c + lane c + 8, then
+// c + 4, c + 2, c + 1.
+template <Lanes L>
+inline float fold(f32x8 a, f32x8 b) {
+  f32x4 s4;
+  if constexpr (L == Lanes::natural) {
+    const f32x8 s8 = a + b;
+    s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
+  } else {
+    const f32x4 s03 = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+    const f32x4 s47 = __builtin_shufflevector(b, b, 0, 1, 2, 3) + __builtin_shufflevector(b, b, 4, 5, 6, 7);
+    s4 = s03 + s47;
   }
-  return bounds;
+  const f32x2 s2 = __builtin_shufflevector(s4, s4, 0, 1) + __builtin_shufflevector(s4, s4, 2, 3);
+  return s2[0] + s2[1];
 }
+inline float widen(float v) { return v; }
+inline float widen(bf16 v) { return bf16_to_f32(v); }
 
-// Rows per block: a multiple of 4 small enough that OpenBLAS runs the block's
-// sgemv as one range (under 9216 multiply-adds, or 4 rows, which it never
-// splits), so the f32 copy of a block (<= 36 KiB, or 4 rows) stays in cache.
-int64_t block_rows(int64_t in) {
-  return std::max<int64_t>(4, (kBlasThreadedMacs - 1) / std::max<int64_t>(in, 1) / 4 * 4);
-}
-
-// One block: a single-range sgemv (OpenBLAS never splits it).
-void sgemv_block(const float* x, int64_t in, const float* w, int64_t n, float* y) {
-  cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(n), static_cast<int>(in), 1.0f, w,
-              static_cast<int>(in), x, 1, 0.0f, y, 1);
-}
-
-// `w` is either a 2-D tensor (any dtype, widened a block at a time) or, when
-// `wf` is set, row-major f32 read in place.
-void gemv_blocks(const float* x, int64_t in, const Tensor* w, const float* wf, int64_t out, float* y) {
-  TESSERA_CHECK(in <= std::numeric_limits<int>::max() && out <= std::numeric_limits<int>::max(),
-                "gemv {} x {} exceeds the BLAS int range", out, in);
-  const int64_t block = block_rows(in);
-  std::vector<std::pair<int64_t, int64_t>> blocks;  // (first row, rows)
-  const std::vector<int64_t> bounds = blas_ranges(out, in);
-  for (size_t r = 0; r + 1 < bounds.size(); ++r)
-    for (int64_t b = bounds[r]; b < bounds[r + 1]; b += block)
-      blocks.emplace_back(b, std::min(block, bounds[r + 1] - b));
-  // Each block is computed whole by one thread: the result does not depend on
-  // tessera's thread count either.
-  parallel_for(blocks.size(), [&](size_t b0, size_t b1) {
-    std::vector<float> buf(wf ? 0 : static_cast<size_t>(block * in));
-    for (size_t b = b0; b < b1; ++b) {
-      const auto [r0, n] = blocks[b];
-      if (wf) {
-        sgemv_block(x, in, wf + r0 * in, n, y + r0);
-        continue;
-      }
-      rows_to_f32(*w, r0, n, buf.data());
-      sgemv_block(x, in, buf.data(), n, y + r0);
+// R rows of W against xp (x with each whole 16-column group in the lanes'
+// positions), each row summed exactly as dot_reference() sums it: the rows
+// share the loads of x, and a row's arithmetic does not depend on R.
+template <int R, Lanes L, class W>
+[[gnu::always_inline]] inline void dot_rows(const float* x, const float* xp, int64_t in, const W* w,
+                                            float* y) {
+  // Unrolled so the accumulators live in registers, not in the arrays.
+  f32x8 acc_a[R], acc_b[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) acc_a[r] = acc_b[r] = f32x8{};
+  int64_t k = 0;
+  for (; k + kDotLanes <= in; k += kDotLanes) {
+    const f32x8 xa = load8(xp + k), xb = load8(xp + k + 8);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      // The next R rows' same columns: short rows (576 wide) end a stream
+      // before the hardware prefetcher has ramped up on it.
+      __builtin_prefetch(w + (R + r) * in + k);
+      f32x8 wa, wb;
+      load16(w + r * in + k, wa, wb);
+      acc_a[r] += wa * xa;
+      acc_b[r] += wb * xb;
     }
-  });
+  }
+  for (int r = 0; r < R; ++r) {
+    if (k == in) {
+      y[r] = fold<L>(acc_a[r], acc_b[r]);
+      continue;
+    }
+    float at[kDotLanes], lane[kDotLanes];  // a ragged tail: its products go to lanes 0.. first
+    std::memcpy(at, &acc_a[r], sizeof acc_a[r]);
+    std::memcpy(at + 8, &acc_b[r], sizeof acc_b[r]);
+    for (int c = 0; c < kDotLanes; ++c) lane[c] = at[position<L>(c)];
+    for (int64_t j = 0; k + j < in; ++j) {
+      const float product = widen(w[r * in + k + j]) * x[k + j];
+      lane[j] += product;
+    }
+    for (int half = kDotLanes / 2; half > 0; half /= 2)
+      for (int j = 0; j < half; ++j) lane[j] += lane[j + half];
+    y[r] = lane[0];
+  }
+}
+
+template <Lanes L, class W>
+[[gnu::always_inline]] inline void gemv_range(const float* x, const float* xp, int64_t in, const W* w,
+                                              int64_t rows, float* y) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) dot_rows<4, L>(x, xp, in, w + r * in, y + r);
+  for (; r < rows; ++r) dot_rows<1, L>(x, xp, in, w + r * in, y + r);
+}
+
+[[gnu::target_clones("avx2", "default")]] void gemv_range_f32(const float* x, int64_t in,
+                                                              const float* w, int64_t rows,
+                                                              float* y) {
+  gemv_range<Lanes::natural>(x, x, in, w, rows, y);
+}
+[[gnu::target_clones("avx2", "default")]] void gemv_range_bf16(const float* x, const float* xp,
+                                                               int64_t in, const bf16* w,
+                                                               int64_t rows, float* y) {
+  gemv_range<Lanes::interleaved>(x, xp, in, w, rows, y);
+}
+
+// x with each whole group of 16 columns in the interleaved lanes' positions.
+std::vector<float> interleave_x(const float* x, int64_t in) {
+  std::vector<float> xp(static_cast<size_t>(in));
+  int64_t k = 0;
+  for (; k + kDotLanes <= in; k += kDotLanes)
+    for (int c = 0; c < kDotLanes; ++c) xp[static_cast<size_t>(k + position<Lanes::interleaved>(c))] = x[k + c];
+  std::copy(x + k, x + in, xp.begin() + k);
+  return xp;
+}
+
+// Rows per parallel chunk: about 64 KiB of weights, so a small matrix stays on
+// one thread and a big one is dealt in pieces. Which thread sums a row never
+// changes its bits.
+size_t chunk_rows(int64_t in, size_t elem_bytes) {
+  return std::max<size_t>(4, (64u << 10) / (static_cast<size_t>(std::max<int64_t>(in, 1)) * elem_bytes));
+}
+
+void gemv_any(const float* x, int64_t in, const Tensor* w, const float* wf, int64_t out, float* y) {
+  TESSERA_CHECK(in >= 0 && out >= 0, "gemv {} x {}", out, in);
+  if (wf != nullptr || w->dtype() == DType::f32) {
+    const float* m = wf != nullptr ? wf : w->as<float>().data();
+    parallel_for(static_cast<size_t>(out), [&](size_t r0, size_t r1) {
+      gemv_range_f32(x, in, m + r0 * in, static_cast<int64_t>(r1 - r0), y + r0);
+    }, chunk_rows(in, 4));
+    return;
+  }
+  if (w->dtype() == DType::bf16) {
+    const bf16* m = w->as<bf16>().data();
+    const std::vector<float> xp = interleave_x(x, in);
+    parallel_for(static_cast<size_t>(out), [&](size_t r0, size_t r1) {
+      gemv_range_bf16(x, xp.data(), in, m + r0 * in, static_cast<int64_t>(r1 - r0), y + r0);
+    }, chunk_rows(in, 2));
+    return;
+  }
+  // f16 has no shift-only widening: a chunk of rows goes through a buffer.
+  const size_t chunk = chunk_rows(in, 4);
+  parallel_for(static_cast<size_t>(out), [&](size_t r0, size_t r1) {
+    std::vector<float> buf(std::min(chunk, r1 - r0) * static_cast<size_t>(in));
+    for (size_t b = r0; b < r1; b += chunk) {
+      const int64_t n = static_cast<int64_t>(std::min(chunk, r1 - b));
+      rows_to_f32(*w, static_cast<int64_t>(b), n, buf.data());
+      gemv_range_f32(x, in, buf.data(), n, y + b);
+    }
+  }, chunk);
 }
 
 }  // namespace
 
 void gemv(const float* x, int64_t in, const float* w, int64_t out, float* y) {
-  gemv_blocks(x, in, nullptr, w, out, y);
+  gemv_any(x, in, nullptr, w, out, y);
 }
 
 void linear(const float* x, int64_t rows, int64_t in, const Tensor& w, int64_t out,
@@ -111,7 +229,7 @@ void linear(const float* x, int64_t rows, int64_t in, const Tensor& w, int64_t o
                 w.rank() > 1 ? w.dim(1) : 0, in, out);
   if (w.dtype() == DType::f32) return linear(x, rows, in, w.as<float>().data(), out, bias, y);
   if (rows == 1) {
-    gemv_blocks(x, in, &w, nullptr, out, y);
+    gemv_any(x, in, &w, nullptr, out, y);
   } else {
     std::vector<float> wide(static_cast<size_t>(out * in));
     parallel_for(static_cast<size_t>(out), [&](size_t r0, size_t r1) {

@@ -13,20 +13,24 @@ namespace tessera::oracle {
 void linear(const float* x, int64_t rows, int64_t in, const float* w, int64_t out,
             const float* bias, float* y);
 
-// y[out] = W[out, in] x[in] (linear() of one row): blocks of rows, each one
-// sgemv that OpenBLAS runs as a single range, cut where a 2-thread OpenBLAS
-// cuts the whole call; every bit of y is the same on any BLAS or tessera
-// thread count.
+// y[out] = W[out, in] x[in] (linear() of one row, decode): each y[o] is
+// dot_reference(x, W[o], in), bit for bit, on any ISA, BLAS build or thread
+// count. The weights are read once, in place.
 void gemv(const float* x, int64_t in, const float* w, int64_t out, float* y);
 
+// The order gemv() sums a row in, as a plain loop: kDotLanes partial sums
+// (lane j holds columns j, j + kDotLanes, ...), each product rounded to f32
+// before it is added, then folded in halves (lane j += lane j + 8, + 4, + 2,
+// + 1). The lanes let the kernel run 16 multiply-adds at a time; without a
+// fixed order its bits would follow the machine.
+inline constexpr int kDotLanes = 16;
+float dot_reference(const float* x, const float* w, int64_t in);
+
 // linear() with W a 2-D F32, BF16 or F16 tensor (out, in), never converted
-// whole when rows == 1: blocks of rows are widened to f32 into a small buffer
-// and each goes through the same sgemv, so the arithmetic, and every bit of y,
-// is that of linear() on the widened matrix. Blocks are a multiple of 4 rows
-// because OpenBLAS's sgemv kernel sums a row the same way only in its 4-row
-// body (its 1-3 row tail orders the sum differently); the tail rows stay the
-// last block's, as in the whole call. rows > 1 (sgemm, whose sums depend on
-// how the matrix is split) widens the whole matrix for the call.
+// whole when rows == 1: gemv() reads bf16 rows in place (widened in a
+// register: exact) and f16 rows through a small buffer, so every bit of y is
+// that of linear() on the widened matrix. rows > 1 (sgemm) widens the whole
+// matrix for the call.
 void linear(const float* x, int64_t rows, int64_t in, const Tensor& w, int64_t out,
             const float* bias, float* y);
 
