@@ -100,6 +100,12 @@ fi
 ok "$bin" deploy -m "$tmp/m" --out "$tmp/d2c" --seq 5 --tokens 24 --eval-tokens 8
 ok "$bin" run "$tmp/d2c" -p hi -n 2
 
+# 2d. A plan file overwritten with garbage: run reports the broken manifest
+#     check (it runs beside the plan loading), not what the parser made of it.
+deploy_ok -m "$tmp/m" --out "$tmp/d2d" --fresh
+printf 'not a plan\n' > "$tmp/d2d/plan_final.txt"
+expect 3 "cannot be trusted: .*plan_final.txt" "$bin" run "$tmp/d2d" -p hi -n 2
+
 # 3. run checks the tokenizer, and a manifest edited to vouch for an edited
 #    config is caught by run and by a resumed deploy.
 case_no=3
