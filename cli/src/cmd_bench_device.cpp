@@ -168,7 +168,7 @@ int run(const Options& o) {
   return 0;
 }
 
-tessera::cli::Action setup(CLI::App& app) {
+tessera::cli::Action setup_bench_device(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "bench-device", "Predict the microbenchmarks with the timing model, compare them with the "
                       "published measurements and run them on the simulator");
@@ -188,6 +188,6 @@ tessera::cli::Action setup(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   return [o] { return run(*o); };
 }
-TESSERA_COMMAND("bench-device", setup);
+TESSERA_COMMAND("bench-device", setup_bench_device);
 
 }  // namespace

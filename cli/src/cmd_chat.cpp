@@ -83,7 +83,7 @@ int run(const ChatArgs& a) {
   return 0;
 }
 
-tessera::cli::Action setup(CLI::App& app) {
+tessera::cli::Action setup_chat(CLI::App& app) {
   auto a = std::make_shared<ChatArgs>();
   auto* sub = app.add_subcommand("chat", "Interactive multi-turn chat on the modelled NPU from a deployment");
   sub->add_option("dir", a->dir, "Deployment directory (tessera deploy --out)")->required();
@@ -94,6 +94,6 @@ tessera::cli::Action setup(CLI::App& app) {
   sub->add_option("--bucket", a->bucket, "Prefill shapes: exact | pow2")->capture_default_str();
   return [a] { return run(*a); };
 }
-TESSERA_COMMAND("chat", setup);
+TESSERA_COMMAND("chat", setup_chat);
 
 }  // namespace

@@ -16,7 +16,7 @@ struct ConvertArgs {
   std::string gguf, out;
 };
 
-tessera::cli::Action setup(CLI::App& app) {
+tessera::cli::Action setup_convert(CLI::App& app) {
   auto args = std::make_shared<ConvertArgs>();
   auto* sub = app.add_subcommand("convert", "Convert a GGUF file into a Hugging Face model "
                                             "directory (bf16 safetensors)");
@@ -33,6 +33,6 @@ tessera::cli::Action setup(CLI::App& app) {
     return 0;
   };
 }
-TESSERA_COMMAND("convert", setup);
+TESSERA_COMMAND("convert", setup_convert);
 
 }  // namespace

@@ -100,7 +100,7 @@ int run(const DeployArgs& a) {
   return 0;
 }
 
-tessera::cli::Action setup(CLI::App& app) {
+tessera::cli::Action setup_deploy(CLI::App& app) {
   auto a = std::make_shared<DeployArgs>();
   auto* sub = app.add_subcommand("deploy", "Deploy a model onto the NPU: phases 0-7, each gated (7: the independent evaluator)");
   sub->add_option("-m,--model", a->model_dir, "Model directory (config.json + safetensors) or .gguf file");
@@ -131,6 +131,6 @@ tessera::cli::Action setup(CLI::App& app) {
   sub->add_flag("--json", a->json, "Print report.json instead of the phase lines");
   return [a] { return run(*a); };
 }
-TESSERA_COMMAND("deploy", setup);
+TESSERA_COMMAND("deploy", setup_deploy);
 
 }  // namespace

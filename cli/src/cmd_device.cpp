@@ -15,7 +15,7 @@ std::string value_text(const nlohmann::json& v) {
   return v.dump();
 }
 
-tessera::cli::Action setup(CLI::App& app) {
+tessera::cli::Action setup_device(CLI::App& app) {
   auto* sub = app.add_subcommand("device", "Print a device spec with the source of every field");
   auto spec_name = std::make_shared<std::string>("xdna2");
   auto json = std::make_shared<bool>(false);
@@ -44,6 +44,6 @@ tessera::cli::Action setup(CLI::App& app) {
     return 0;
   };
 }
-TESSERA_COMMAND("device", setup);
+TESSERA_COMMAND("device", setup_device);
 
 }  // namespace

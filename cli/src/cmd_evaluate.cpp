@@ -66,7 +66,7 @@ int run(const EvalArgs& a) {
   return 0;
 }
 
-tessera::cli::Action setup(CLI::App& app) {
+tessera::cli::Action setup_evaluate(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
   auto* sub = app.add_subcommand("evaluate", "Phase 7: re-derive a deployment's verdicts independently (PASS / PASS-with-warnings / FAIL)");
   sub->add_option("dir", a->dir, "Deployment directory (tessera deploy --out)")->required();
@@ -80,6 +80,6 @@ tessera::cli::Action setup(CLI::App& app) {
   sub->add_flag("--json", a->json, "Print evaluation.json instead of the findings");
   return [a] { return run(*a); };
 }
-TESSERA_COMMAND("evaluate", setup);
+TESSERA_COMMAND("evaluate", setup_evaluate);
 
 }  // namespace

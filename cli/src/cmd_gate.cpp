@@ -59,7 +59,7 @@ int run_kernels(const GateArgs& a) {
   return 0;
 }
 
-tessera::cli::Action setup(CLI::App& app) {
+tessera::cli::Action setup_gate(CLI::App& app) {
   auto* gate = app.add_subcommand("gate", "Run a numerical gate of the pipeline");
   gate->require_subcommand(1);
   auto* k = gate->add_subcommand(
@@ -79,6 +79,6 @@ tessera::cli::Action setup(CLI::App& app) {
     return run_kernels(*a);
   };
 }
-TESSERA_COMMAND("gate", setup);
+TESSERA_COMMAND("gate", setup_gate);
 
 }  // namespace

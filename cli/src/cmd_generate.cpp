@@ -94,7 +94,7 @@ int run(const GenerateArgs& a) {
   return 0;
 }
 
-tessera::cli::Action setup(CLI::App& app) {
+tessera::cli::Action setup_generate(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   auto* sub = app.add_subcommand("generate", "Generate text with the CPU FP32 oracle");
   sub->add_option("-m,--model", args->model_dir, "Hugging Face model directory or .gguf file")
@@ -109,6 +109,6 @@ tessera::cli::Action setup(CLI::App& app) {
   sub->add_flag("--print-ids", args->print_ids, "Also print the generated token ids to stderr");
   return [args] { return run(*args); };
 }
-TESSERA_COMMAND("generate", setup);
+TESSERA_COMMAND("generate", setup_generate);
 
 }  // namespace

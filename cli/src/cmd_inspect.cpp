@@ -125,7 +125,7 @@ void print_chat_template(const std::filesystem::path& p) {
   }
 }
 
-tessera::cli::Action setup(CLI::App& app) {
+tessera::cli::Action setup_inspect(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
   auto* sub = app.add_subcommand("inspect", "Describe a model directory or GGUF file");
   sub->add_option("dir", *dir, "Model directory (config.json + safetensors) or .gguf file")
@@ -146,6 +146,6 @@ tessera::cli::Action setup(CLI::App& app) {
     return 0;
   };
 }
-TESSERA_COMMAND("inspect", setup);
+TESSERA_COMMAND("inspect", setup_inspect);
 
 }  // namespace

@@ -283,7 +283,7 @@ int run_plan(const PlanArgs& a) {
   return 0;
 }
 
-cli::Action setup(CLI::App& app) {
+cli::Action setup_plan(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "plan", "Compile a model into its dispatch plan and print predicted times (no weights)");
   auto a = std::make_shared<PlanArgs>();
@@ -308,6 +308,6 @@ cli::Action setup(CLI::App& app) {
     return run_plan(*a);
   };
 }
-TESSERA_COMMAND("plan", setup);
+TESSERA_COMMAND("plan", setup_plan);
 
 }  // namespace

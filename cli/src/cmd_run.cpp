@@ -75,7 +75,7 @@ int run(const RunArgs& a) {
   return 0;
 }
 
-tessera::cli::Action setup(CLI::App& app) {
+tessera::cli::Action setup_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   auto* sub = app.add_subcommand("run", "Generate text on the modelled NPU from a deployment directory");
   sub->add_option("dir", a->dir, "Deployment directory (tessera deploy --out)")->required();
@@ -88,6 +88,6 @@ tessera::cli::Action setup(CLI::App& app) {
   sub->add_flag("--chat", a->chat, "Send the prompt as a user message in the model's chat template");
   return [a] { return run(*a); };
 }
-TESSERA_COMMAND("run", setup);
+TESSERA_COMMAND("run", setup_run);
 
 }  // namespace

@@ -93,7 +93,7 @@ int run(const ServeArgs& a) {
   return 0;
 }
 
-tessera::cli::Action setup(CLI::App& app) {
+tessera::cli::Action setup_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   auto* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server over a deployment (one modelled NPU)");
   sub->add_option("dir", a->dir, "Deployment directory (tessera deploy --out)")->required();
@@ -114,6 +114,6 @@ tessera::cli::Action setup(CLI::App& app) {
   sub->add_option("--bucket", a->bucket, "Prefill shapes: exact | pow2")->capture_default_str();
   return [a] { return run(*a); };
 }
-TESSERA_COMMAND("serve", setup);
+TESSERA_COMMAND("serve", setup_serve);
 
 }  // namespace

@@ -17,7 +17,7 @@ struct SynthArgs {
   int64_t layers = 0;
 };
 
-tessera::cli::Action setup(CLI::App& app) {
+tessera::cli::Action setup_synth(CLI::App& app) {
   auto args = std::make_shared<SynthArgs>();
   auto* sub = app.add_subcommand("synth", "Write a synthetic model directory (config.json, "
                                           "bf16 model.safetensors, tokenizer.json)");
@@ -47,7 +47,7 @@ tessera::cli::Action setup(CLI::App& app) {
     return 0;
   };
 }
-TESSERA_COMMAND("synth", setup);
+TESSERA_COMMAND("synth", setup_synth);
 
 tessera::cli::Action setup_presets(CLI::App& app) {
   app.add_subcommand("presets", "List the built-in model shapes");

@@ -57,7 +57,7 @@ int run(const Options& o) {
   return 0;
 }
 
-tessera::cli::Action setup(CLI::App& app) {
+tessera::cli::Action setup_tokenize(CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* sub = app.add_subcommand("tokenize", "Encode text to token ids, or decode ids to text");
   sub->add_option("-m,--model", o->model, "Model directory holding tokenizer.json, the file, or a .gguf")
@@ -76,6 +76,6 @@ tessera::cli::Action setup(CLI::App& app) {
     return run(*o);
   };
 }
-TESSERA_COMMAND("tokenize", setup);
+TESSERA_COMMAND("tokenize", setup_tokenize);
 
 }  // namespace

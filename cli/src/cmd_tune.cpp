@@ -83,7 +83,7 @@ int run_tune(const TuneArgs& a) {
   return 0;
 }
 
-tessera::cli::Action setup(CLI::App& app) {
+tessera::cli::Action setup_tune(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "tune", "Tile search: time every legal tile option of each (kernel, shape) of a model");
   auto a = std::make_shared<TuneArgs>();
@@ -98,6 +98,6 @@ tessera::cli::Action setup(CLI::App& app) {
     return run_tune(*a);
   };
 }
-TESSERA_COMMAND("tune", setup);
+TESSERA_COMMAND("tune", setup_tune);
 
 }  // namespace

@@ -31,4 +31,4 @@ struct RegisterCommand {
 #define TESSERA_CLI_CONCAT2(a, b) a##b
 #define TESSERA_CLI_CONCAT(a, b) TESSERA_CLI_CONCAT2(a, b)
 #define TESSERA_COMMAND(name, fn) \
-  static ::tessera::cli::RegisterCommand TESSERA_CLI_CONCAT(reg_cmd_, __LINE__)(name, fn)
+  static ::tessera::cli::RegisterCommand TESSERA_CLI_CONCAT(reg_cmd_, __COUNTER__)(name, fn)
