@@ -5,24 +5,24 @@
 namespace tessera::kernels {
 namespace {
 
-constexpr const char* kName = "decode_attn";
-constexpr int64_t kRowCycles = 24;  // per head: max / sum folds, rescale exp
+constexpr const char* kDecodeAttnName = "decode_attn";
+constexpr int64_t kDecodeRowCycles = 24;  // per head: max / sum folds, rescale exp
 
 AttnBlock decode_params(const npu::KernelParams& p) {
-  AttnBlock b = attn_block_params(p, kName, false);
+  AttnBlock b = attn_block_params(p, kDecodeAttnName, false);
   if (b.q_rows != 1 || b.causal) {
     throw_error<KernelArgError>("kernel {}: one query token without causal mask (got q_rows {}, "
-                                "causal {}); use flash_attn for more", kName, b.q_rows, b.causal);
+                                "causal {}); use flash_attn for more", kDecodeAttnName, b.q_rows, b.causal);
   }
   return b;
 }
 
-void run(const npu::KernelInvocation& inv) {
+void run_decode_attn(const npu::KernelInvocation& inv) {
   AttnBlock b = decode_params(*inv.params);
-  attn_block(arg_ptr<const bf16>(inv, 0, b.group * b.head_dim, kName, "q"),
-             arg_ptr<const bf16>(inv, 1, b.kv_rows * b.head_dim, kName, "k"),
-             arg_ptr<const bf16>(inv, 2, b.kv_rows * b.head_dim, kName, "v"),
-             arg_ptr<float>(inv, 3, attn_state_floats(b.group, b.head_dim), kName, "state"), b);
+  attn_block(arg_ptr<const bf16>(inv, 0, b.group * b.head_dim, kDecodeAttnName, "q"),
+             arg_ptr<const bf16>(inv, 1, b.kv_rows * b.head_dim, kDecodeAttnName, "k"),
+             arg_ptr<const bf16>(inv, 2, b.kv_rows * b.head_dim, kDecodeAttnName, "v"),
+             arg_ptr<float>(inv, 3, attn_state_floats(b.group, b.head_dim), kDecodeAttnName, "state"), b);
 }
 
 // Vector unit: q.k and p.v as lane-wide MACs over group * kv_rows * head_dim
@@ -31,14 +31,14 @@ Cost cycles(const npu::KernelParams& p, const npu::DeviceSpec& s) {
   AttnBlock b = decode_params(p);
   const int64_t work = b.group * b.kv_rows;
   return 2.0 * vector_cycles(work * b.head_dim, 1, s) + vector_cycles(work, kSoftmaxOps, s) +
-         fixed_cycles(b.group * kRowCycles);
+         fixed_cycles(b.group * kDecodeRowCycles);
 }
 
 }  // namespace
 
 std::vector<TileKernel> decode_attention_kernels() {
   return {make_tile_kernel(
-      kName, run, cycles,
+      kDecodeAttnName, run_decode_attn, cycles,
       [](const npu::KernelParams& p) { return attn_block_l1_bytes(decode_params(p)); },
       [](const npu::KernelParams& p) {
         AttnBlock b = decode_params(p);

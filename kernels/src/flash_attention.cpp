@@ -14,7 +14,7 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Per query row and block: max and sum lane folds, the rescale exp.
-constexpr int64_t kRowCycles = 24;
+constexpr int64_t kFlashRowCycles = 24;
 
 template <class F>  // float or const float
 struct StateView {
@@ -232,7 +232,7 @@ Cost scores_cycles(const AttnBlock& b, const npu::DeviceSpec& s) {
   const int64_t rows = b.q_rows * b.group;
   return mmul_cycles(rows, b.head_dim, b.kv_rows, s) +
          static_cast<double>(rows) * (vector_cycles(b.kv_rows, kSoftmaxOps, s) +
-                                      vector_cycles(b.head_dim, 1, s) + fixed_cycles(kRowCycles));
+                                      vector_cycles(b.head_dim, 1, s) + fixed_cycles(kFlashRowCycles));
 }
 Cost pv_cycles(const AttnBlock& b, const npu::DeviceSpec& s) {
   return mmul_cycles(b.q_rows * b.group, b.kv_rows, b.head_dim, s);
@@ -340,7 +340,7 @@ std::vector<TileKernel> flash_attention_kernels() {
         attn_merge(arg_ptr<float>(inv, 0, n, "attn_merge", "state_a"),
                    arg_ptr<const float>(inv, 1, n, "attn_merge", "state_b"), rows, d);
       },
-      2, kRowCycles, 8));
+      2, kFlashRowCycles, 8));
   // l1: the fp32 state plus a bf16 out of rows * d (< half a state float each).
   v.push_back(state_kernel(
       "attn_finalize",

@@ -9,7 +9,7 @@ namespace tessera::kernels {
 namespace {
 
 // Lane fold (log2 lanes adds) and the fp32 invsqrt of one row.
-constexpr int64_t kRowCycles = 16;
+constexpr int64_t kRmsRowCycles = 16;
 
 }  // namespace
 
@@ -28,7 +28,7 @@ void rmsnorm_rows(const bf16* x, const bf16* w, bf16* out, int64_t rows, int64_t
 }
 
 Cost rmsnorm_cycles(int64_t rows, int64_t n, const npu::DeviceSpec& spec) {
-  return static_cast<double>(rows) * (vector_cycles(n, 3, spec) + fixed_cycles(kRowCycles));
+  return static_cast<double>(rows) * (vector_cycles(n, 3, spec) + fixed_cycles(kRmsRowCycles));
 }
 
 double required_eps(const npu::KernelParams& p, const char* kernel) {

@@ -29,11 +29,11 @@ void rope_rows(const bf16* x, const float* cos, const float* sin, bf16* out, con
 
 namespace {
 
-constexpr const char* kName = "rope";
+constexpr const char* kRopeName = "rope";
 
 RopeDims dims_of(const npu::KernelParams& p) {
-  RopeDims d{param_in(p, "rows", 1, 1 << 20, kName), param_in(p, "heads", 1, 1024, kName),
-             param_in(p, "head_dim", 2, 4096, kName)};
+  RopeDims d{param_in(p, "rows", 1, 1 << 20, kRopeName), param_in(p, "heads", 1, 1024, kRopeName),
+             param_in(p, "head_dim", 2, 4096, kRopeName)};
   if (d.head_dim % 2 != 0) {
     throw_error<KernelArgError>("kernel rope: head_dim {} is odd (rotate_half pairs i, i+d/2)",
                                 d.head_dim);
@@ -42,26 +42,26 @@ RopeDims dims_of(const npu::KernelParams& p) {
 }
 
 bool bf16_table(const npu::KernelParams& p) {
-  std::string t = param_str_or(p, "table", "f32", kName);
+  std::string t = param_str_or(p, "table", "f32", kRopeName);
   if (t != "f32" && t != "bf16") {
     throw_error<KernelArgError>("kernel rope: table '{}' is neither 'f32' nor 'bf16'", t);
   }
   return t == "bf16";
 }
 
-void run(const npu::KernelInvocation& inv) {
+void run_rope(const npu::KernelInvocation& inv) {
   RopeDims d = dims_of(*inv.params);
   const int64_t elems = d.rows * d.heads * d.head_dim, table = d.rows * d.head_dim / 2;
-  const auto* x = arg_ptr<const bf16>(inv, 0, elems, kName, "x");
-  auto* out = arg_ptr<bf16>(inv, 3, elems, kName, "out");
+  const auto* x = arg_ptr<const bf16>(inv, 0, elems, kRopeName, "x");
+  auto* out = arg_ptr<bf16>(inv, 3, elems, kRopeName, "out");
   if (!bf16_table(*inv.params)) {
-    rope_rows(x, arg_ptr<const float>(inv, 1, table, kName, "cos"),
-              arg_ptr<const float>(inv, 2, table, kName, "sin"), out, d);
+    rope_rows(x, arg_ptr<const float>(inv, 1, table, kRopeName, "cos"),
+              arg_ptr<const float>(inv, 2, table, kRopeName, "sin"), out, d);
     return;
   }
   float* cs = scratch_f32(ScratchSlot::table, 2 * table);
-  bf16_to_f32_n(arg_ptr<const bf16>(inv, 1, table, kName, "cos"), cs, table);
-  bf16_to_f32_n(arg_ptr<const bf16>(inv, 2, table, kName, "sin"), cs + table, table);
+  bf16_to_f32_n(arg_ptr<const bf16>(inv, 1, table, kRopeName, "cos"), cs, table);
+  bf16_to_f32_n(arg_ptr<const bf16>(inv, 2, table, kRopeName, "sin"), cs + table, table);
   rope_rows(x, cs, cs + table, out, d);
 }
 
@@ -69,7 +69,7 @@ void run(const npu::KernelInvocation& inv) {
 
 std::vector<TileKernel> rope_kernels() {
   return {make_tile_kernel(
-      kName, run,
+      kRopeName, run_rope,
       // Per output vector: one multiply and one multiply-accumulate.
       [](const npu::KernelParams& p, const npu::DeviceSpec& s) {
         RopeDims d = dims_of(p);

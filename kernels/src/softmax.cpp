@@ -10,7 +10,7 @@ namespace tessera::kernels {
 namespace {
 
 // Per row: two lane folds (max, sum) and one fp32 reciprocal.
-constexpr int64_t kRowCycles = 24;
+constexpr int64_t kSoftmaxRowCycles = 24;
 
 }  // namespace
 
@@ -50,7 +50,7 @@ std::vector<TileKernel> softmax_kernels() {
       // Per vector: max, subtract, exp (2), sum, scale = 6 ops.
       [=](const npu::KernelParams& p, const npu::DeviceSpec& s) {
         auto [rows, n] = dims(p);
-        return static_cast<double>(rows) * (vector_cycles(n, kSoftmaxOps, s) + fixed_cycles(kRowCycles));
+        return static_cast<double>(rows) * (vector_cycles(n, kSoftmaxOps, s) + fixed_cycles(kSoftmaxRowCycles));
       },
       [=](const npu::KernelParams& p) {
         auto [rows, n] = dims(p);

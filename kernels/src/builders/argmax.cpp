@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "tessera/kernels/builders/builder_support.h"
+#include "tessera/kernels/builders/grid.h"
 #include "tessera/kernels/op_builder.h"
 #include "tessera/kernels/topk.h"
 #include "tessera/npu/builder.h"
@@ -27,6 +28,8 @@ namespace {
 
 using npu::CoreOp;
 using npu::TileCoord;
+using grid::ceil_div;
+using grid::core;
 namespace b = npu::build;
 
 constexpr int64_t kStateBytes = sizeof(TopkEntry);  // k = 1
@@ -39,8 +42,6 @@ struct ArgmaxPlan {
   int64_t nblk = 0;  // objects per tile and row: vt <= nblk * vb
   int active = 0;    // tiles with a non-empty range, in chain order
 };
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 ArgmaxPlan plan(int64_t M, int64_t V, const npu::DeviceSpec& spec, const TileOptions& t) {
   if (M < 1 || V < 1) throw_error<LimitError>("argmax M={} V={}: every dim must be >= 1", M, V);
@@ -67,7 +68,6 @@ ArgmaxPlan plan(int64_t M, int64_t V, const npu::DeviceSpec& spec, const TileOpt
   return p;
 }
 
-TileCoord core(const npu::DeviceSpec& s, int c, int r) { return {c, s.shim_rows + s.mem_rows + r}; }
 // Chain position i -> tile: up column 0, then up column 1, ...
 int chain_row(const ArgmaxPlan& p, int i) { return i % p.R; }
 TileCoord chain_tile(const ArgmaxPlan& p, const npu::DeviceSpec& s, int i) {

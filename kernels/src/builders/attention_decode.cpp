@@ -29,6 +29,7 @@ using attn::core;
 using attn::kL1Align;
 using attn::mem;
 using attn::opt;
+using attn::q_host;
 using attn::shim;
 
 std::string shape_text(const DecodePlan& p) {
@@ -36,7 +37,6 @@ std::string shape_text(const DecodePlan& p) {
                      p.kv_heads, p.D);
 }
 
-std::string q_host(int c) { return fmt::format("q_c{}", c); }
 std::string kv_host(int c) { return fmt::format("kv_c{}", c); }
 
 // Item i = h * NCH + chunk runs on column i % C as its round i / C; tile r of

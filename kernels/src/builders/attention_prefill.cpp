@@ -28,6 +28,8 @@ using attn::core;
 using attn::kL1Align;
 using attn::mem;
 using attn::opt;
+using attn::o_host;
+using attn::q_host;
 using attn::shim;
 
 std::string shape_text(const PrefillPlan& p) {
@@ -125,8 +127,6 @@ void assign_rounds(PrefillPlan& p, const npu::DeviceSpec& spec) {
                             spec.name, spec.shim.buffer_descriptors);
 }
 
-std::string q_host(int c) { return fmt::format("q_c{}", c); }
-std::string o_host(int c) { return fmt::format("o_c{}", c); }
 
 npu::KernelParams block_params(const PrefillPlan& p, int64_t kv_rows, int64_t q_pos0,
                                int64_t k_pos0, bool causal) {

@@ -24,6 +24,7 @@ namespace b = npu::build;
 using attn::ceil_div;
 using attn::core;
 using attn::kL1Align;
+using attn::o_host;
 using attn::opt;
 using attn::shim;
 
@@ -46,7 +47,6 @@ Unit unit_of(const CascadePlan& p, int c, int64_t i) {
   return u;
 }
 
-std::string o_host(int c) { return fmt::format("o_c{}", c); }
 std::string kv_fifo(int g, int s) { return fmt::format("kv{}_{}", g, s); }
 // kv_split: stage s of segment g takes the segment's q objects, then its K
 // blocks, on qk{g}_{s}, and its V blocks on v{g}_{s}.

@@ -22,7 +22,7 @@ namespace b = npu::build;
 // Host buffers: x of every M step, one weight buffer per stream (column c,
 // channel j), y per column.
 std::string w_host(int c, int j) { return fmt::format("w_c{}_{}", c, j); }
-std::string y_host(int c) { return fmt::format("y_c{}", c); }
+std::string gemv_y_host(int c) { return fmt::format("y_c{}", c); }
 constexpr const char* kXHost = "x_r0";
 
 // Tiles of column c that compute (the tiles of its streams).
@@ -207,7 +207,7 @@ void add_sequence(npu::Launch& l, const LinearPlan& p, const npu::DeviceSpec& sp
     }
     const int64_t y_step = p.NB * rows * p.m * p.n;
     l.sequence.push_back(b::from_device(
-        fmt::format("y{}", c), y_host(c),
+        fmt::format("y{}", c), gemv_y_host(c),
         span_pattern(s0 * y_step, steps * y_step, p.S * y_step, 1, spec, "linear y")));
   }
 }
@@ -254,7 +254,7 @@ npu::Design make_gemv_design(const LinearPlan& p, const npu::DeviceSpec& spec) {
     for (int j = 0; j < p.streams_in(c); ++j)
       d.host_buffers.push_back({w_host(c, j), p.NB * p.kb * p.T * p.n * p.k * 2, 2});
     if (!p.y_rows())
-      d.host_buffers.push_back({y_host(c), p.S * p.NB * active_rows(p, c) * p.m * p.n * 2, 2});
+      d.host_buffers.push_back({gemv_y_host(c), p.S * p.NB * active_rows(p, c) * p.m * p.n * 2, 2});
   }
   add_linear_launches(d, p, [&](npu::Launch& l, const LinearLaunch& at) {
     add_fifos(l, p, spec);
@@ -298,7 +298,7 @@ std::vector<float> unpack_gemv_y(const LinearPlan& p, const npu::Design& d,
   for (int c = 0; c < p.C; ++c) {
     const int rows = active_rows(p, c);
     if (rows == 0) continue;
-    const bf16* src = host_bf16(d, y_host(c), host);
+    const bf16* src = host_bf16(d, gemv_y_host(c), host);
     for (int64_t s = 0; s < p.S; ++s)
       for (int64_t bb = 0; bb < p.NB; ++bb)
         for (int r = 0; r < rows; ++r) {

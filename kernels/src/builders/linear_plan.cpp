@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "tessera/core/error.h"
+#include "tessera/kernels/builders/grid.h"
 #include "tessera/kernels/builders/linear.h"
 #include "tessera/kernels/kernel_common.h"
 
@@ -16,15 +17,9 @@ constexpr int64_t kGemvMaxM = 32;
 // accumulator and two y objects inside a 64 KiB L1 (the mlir-aie whole-array
 // default).
 constexpr int64_t kGemmEdge = 64;
-// The allocator starts every pool / buffer on a 32-byte boundary.
-constexpr int64_t kL1Align = 32;
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-int64_t opt(const TileOptions& t, const char* key, int64_t fallback) {
-  auto it = t.find(key);
-  return it == t.end() ? fallback : it->second;
-}
+using grid::ceil_div;
+using grid::kL1Align;
+using grid::opt;
 
 // K blocks are multiples of the 8-wide bf16 MAC granule; long K in multiples
 // of 64 so that every shim run factorises into BD dims.
@@ -284,7 +279,7 @@ int LinearPlan::first_stream(int c) const {
 }
 
 namespace {
-int64_t pool(int64_t bytes) { return round_up(bytes, kL1Align); }
+using grid::pool;
 int64_t x_pool(const LinearPlan& p) { return pool(p.x_resident ? p.m * p.kb * p.k * 2 : 2 * p.m * p.k * 2); }
 int64_t w_pool(const LinearPlan& p) { return pool(2 * p.n * p.wk * p.k * 2); }
 }  // namespace

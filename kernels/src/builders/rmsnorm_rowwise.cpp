@@ -7,6 +7,7 @@
 
 #include "tessera/core/error.h"
 #include "tessera/kernels/builders/builder_support.h"
+#include "tessera/kernels/builders/grid.h"
 #include "tessera/kernels/builders/rowwise.h"
 #include "tessera/kernels/tile_kernels.h"
 #include "tessera/npu/builder.h"
@@ -18,22 +19,13 @@ using npu::CoreOp;
 using npu::TileCoord;
 namespace b = npu::build;
 
-// The allocator starts every pool / buffer on a 32-byte boundary.
-constexpr int64_t kL1Align = 32;
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t pool(int64_t bytes) { return (bytes + kL1Align - 1) / kL1Align * kL1Align; }
-
-int64_t opt(const TileOptions& t, const char* key, int64_t fallback) {
-  auto it = t.find(key);
-  return it == t.end() ? fallback : it->second;
-}
-
-TileCoord shim(int c) { return {c, 0}; }
-TileCoord mem(const npu::DeviceSpec& s, int c) { return {c, s.shim_rows}; }
-TileCoord core(const npu::DeviceSpec& s, int c, int r) {
-  return {c, s.shim_rows + s.mem_rows + r};
-}
+using grid::ceil_div;
+using grid::core;
+using grid::kL1Align;
+using grid::mem;
+using grid::opt;
+using grid::pool;
+using grid::shim;
 
 // The gemm x buffers some row reaches (fewer than R when M < R * m): the
 // others the producer would never write, so they are not its output.
