@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/error.h"
+#include "tessera/core/threads.h"
 
 namespace tessera::pipeline {
 
@@ -30,7 +31,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kFormat = "tessera-deploy-manifest";
-constexpr int kVersion = 2;  // 2: verdict chain (inputs hash earlier artifacts) and seal
+// 2: verdict chain (inputs hash earlier artifacts) and seal; 3: big files
+// digested as a tree of chunks (sha256_file)
+constexpr int kVersion = 3;
 
 struct MdCtxFree {
   void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
@@ -71,6 +74,11 @@ namespace {
 // within the last second is not remembered, so any later write lands in
 // another tick and so moves ctime. Small files are always rehashed.
 constexpr off_t kMemoMinBytes = off_t{16} << 20;
+// A file of 1 GiB or more is digested as a tree (manifest.h, sha256_file):
+// one sha256 per 64 MiB chunk, computed on every core, then one over them.
+constexpr uintmax_t kTreeMinBytes = uintmax_t{1} << 30;
+constexpr uint64_t kTreeChunkBytes = uint64_t{64} << 20;
+constexpr const char* kTreePrefix = "sha256-64m:";
 constexpr int64_t kSettledNs = 1'000'000'000;
 
 struct FileState {
@@ -118,20 +126,51 @@ std::string sha256_file(const fs::path& file) {
 
 namespace {
 
-std::string sha256_of_stream(const fs::path& file) {
+// sha256 of bytes [offset, offset + length) of the file (length -1: to its end).
+std::string sha256_of_range(const fs::path& file, uint64_t offset, int64_t length) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw_error<FileError>("cannot read {} to hash it", file.string());
+  if (offset > 0) in.seekg(static_cast<std::streamoff>(offset));
   MdCtx ctx = sha256_begin();
   std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    if (in.gcount() > 0) sha256_update(ctx.get(), buf.data(), static_cast<size_t>(in.gcount()));
+  uint64_t left = length < 0 ? UINT64_MAX : static_cast<uint64_t>(length);
+  while (in && left > 0) {
+    in.read(buf.data(), static_cast<std::streamsize>(std::min<uint64_t>(buf.size(), left)));
+    const auto got = static_cast<uint64_t>(in.gcount());
+    if (got > 0) sha256_update(ctx.get(), buf.data(), got);
+    left -= got;
   }
-  if (in.bad()) throw_error<FileError>("read error while hashing {}", file.string());
+  if (in.bad() || (length >= 0 && left > 0))
+    throw_error<FileError>("read error while hashing {}", file.string());
   return sha256_end(ctx.get());
 }
 
+std::string sha256_of_stream(const fs::path& file) {
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(file, ec);
+  if (ec || size < kTreeMinBytes) return sha256_of_range(file, 0, -1);
+  return kTreePrefix + sha256_tree(file, kTreeChunkBytes);
+}
+
 }  // namespace
+
+std::string sha256_tree(const fs::path& file, uint64_t chunk_bytes) {
+  TESSERA_CHECK(chunk_bytes > 0, "sha256_tree of {} with chunks of 0 bytes", file.string());
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(file, ec);
+  if (ec) throw_error<FileError>("cannot read {} to hash it: {}", file.string(), ec.message());
+  const uint64_t chunks = std::max<uint64_t>(1, (size + chunk_bytes - 1) / chunk_bytes);
+  std::vector<std::string> digests(chunks);
+  parallel_for(chunks, [&](size_t c0, size_t c1) {
+    for (size_t c = c0; c < c1; ++c) {
+      const uint64_t offset = c * chunk_bytes;
+      digests[c] = sha256_of_range(file, offset, static_cast<int64_t>(std::min<uint64_t>(chunk_bytes, size - offset)));
+    }
+  });
+  std::string lines;
+  for (const std::string& d : digests) lines += d + "\n";
+  return sha256_text(lines);
+}
 
 std::string sha256_bytes(std::span<const std::byte> data) {
   MdCtx ctx = sha256_begin();
@@ -167,7 +206,7 @@ Manifest Manifest::load(const fs::path& dir, std::string* problem) {
     if (j.at("format").get<std::string>() != kFormat)
       throw std::runtime_error("format is not " + std::string(kFormat));
     if (j.at("version").get<int>() != kVersion)
-      throw std::runtime_error(fmt::format("version {} is not {}", j.at("version").dump(), kVersion));
+      throw std::runtime_error(fmt::format("version {} is not {}: written by another tessera", j.at("version").dump(), kVersion));
     for (const auto& [rel, a] : j.at("artifacts").items())
       m.artifacts[rel] = {a.at("sha256").get<std::string>(), a.at("phase").get<int>()};
     for (const auto& [p, ph] : j.at("phases").items())
@@ -177,7 +216,7 @@ Manifest Manifest::load(const fs::path& dir, std::string* problem) {
       throw std::runtime_error("its seal does not match its content (edited by hand?)");
   } catch (const std::exception& e) {
     // A manifest we cannot read vouches for nothing: every phase is redone.
-    if (problem) *problem = fmt::format("manifest.json is not trusted ({}): every phase is redone", e.what());
+    if (problem) *problem = fmt::format("manifest.json is not trusted ({}): a deploy redoes every phase", e.what());
     return Manifest{};
   }
   return m;

@@ -72,6 +72,51 @@ TEST(Manifest, Sha256AndStaleArtifacts) {
   EXPECT_FALSE(problem.empty());
 }
 
+// A big file's digest is a tree of chunk digests (manifest.h), checked here
+// against the definition written out: each chunk's sha256 by sha256_bytes,
+// one per line, through sha256 again. Chunks of 64 KiB over a 200 KiB + 3 B
+// file (a short last chunk), then a 1 GiB + 1 B sparse file through
+// sha256_file itself (its 64 MiB chunks: 16 of zeros and one of one byte).
+// A change in any chunk, the last included, changes the digest.
+TEST(Manifest, BigFilesAreDigestedAsATreeOfChunks) {
+  const fs::path d = scratch("tree");
+  fs::create_directories(d);
+  const fs::path f = d / "small.bin";
+  std::string bytes((size_t{200} << 10) + 3, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 131) % 251);
+  auto write = [&] { std::ofstream(f, std::ios::binary | std::ios::trunc) << bytes; };
+  auto by_hand = [](const std::string& b, size_t chunk) {
+    std::string lines;
+    for (size_t at = 0; at < b.size(); at += chunk)
+      lines += sha256_bytes(std::as_bytes(std::span(b.data() + at, std::min(chunk, b.size() - at)))) + "\n";
+    return sha256_text(lines);
+  };
+  write();
+  const std::string first = sha256_tree(f, 64 << 10);
+  EXPECT_EQ(first, by_hand(bytes, 64 << 10));
+  EXPECT_NE(first, sha256_bytes(std::as_bytes(std::span(bytes.data(), bytes.size()))));
+  for (const size_t at : {size_t{0}, size_t{70000}, bytes.size() - 1}) {
+    bytes[at] ^= 1;
+    write();
+    EXPECT_EQ(sha256_tree(f, 64 << 10), by_hand(bytes, 64 << 10)) << at;
+    EXPECT_NE(sha256_tree(f, 64 << 10), first) << at;
+    bytes[at] ^= 1;
+  }
+  const fs::path big = d / "big.bin";
+  {
+    std::ofstream out(big, std::ios::binary);
+    out.seekp(static_cast<std::streamoff>((uint64_t{1} << 30)));
+    out.put('x');
+  }
+  const std::string zeros_chunk(size_t{64} << 20, '\0');
+  std::string lines;
+  const std::string zero_digest = sha256_bytes(std::as_bytes(std::span(zeros_chunk.data(), zeros_chunk.size())));
+  for (int c = 0; c < 16; ++c) lines += zero_digest + "\n";
+  lines += sha256_text("x") + "\n";
+  EXPECT_EQ(sha256_file(big), "sha256-64m:" + sha256_text(lines));
+  fs::remove(big);
+}
+
 // sha256_file remembers a big settled file's digest (manifest.cpp): a change
 // in place that keeps the size, looked up a second later or right after a
 // hash, must still give the new content's digest.

@@ -33,6 +33,7 @@
 //   outside the directory) helps.
 #include <cstddef>
 #include <filesystem>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <span>
@@ -41,8 +42,16 @@
 
 namespace tessera::pipeline {
 
-// Lowercase hex sha256 (OpenSSL EVP). FileError naming the path when it cannot be read.
+// A file's digest: lowercase hex sha256 (OpenSSL EVP) of a file under 1 GiB;
+// of a bigger one (packed weights, a model's safetensors), "sha256-64m:" and
+// the hex sha256 of its 64 MiB chunks' hex sha256, one per line, so that its
+// chunks are hashed on every core (`split -b 64M`, `sha256sum` of the parts,
+// their digests one per line through `sha256sum` again gives the same). FileError
+// naming the path when it cannot be read.
 std::string sha256_file(const std::filesystem::path& file);
+// The hex sha256 of the file's `chunk_bytes` chunks' hex sha256, one per line
+// (the part of sha256_file after its prefix, with 64 MiB chunks).
+std::string sha256_tree(const std::filesystem::path& file, uint64_t chunk_bytes);
 std::string sha256_bytes(std::span<const std::byte> data);
 std::string sha256_text(const std::string& text);
 
