@@ -4,7 +4,7 @@
 // sha256), so that a rerun can tell a trustworthy passed phase from one whose
 // files were edited, truncated, or computed from different inputs.
 //
-//   {"format": "tessera-deploy-manifest", "version": 2,
+//   {"format": "tessera-deploy-manifest", "version": 3,
 //    "artifacts": {"phase2.json": {"sha256": "...", "phase": 2}, ...},
 //    "phases": {"2": {"status": "passed", "inputs": {"options": "...", "source": "...",
 //                                                     "oracle.safetensors": "...", ...}}},
