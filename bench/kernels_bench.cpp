@@ -54,7 +54,8 @@ void BM_Gemv(benchmark::State& state) {
   }
   flops(state, 2.0 * n * kk);
 }
-BENCHMARK(BM_Gemv)->Args({64, 2048})->Args({256, 2048});
+// {2, 256}: what the tile search picks for decode GEMVs (n rows x k per call).
+BENCHMARK(BM_Gemv)->Args({64, 2048})->Args({256, 2048})->Args({2, 256})->Args({4, 128});
 
 // One flash_attn block: q_rows positions x group heads against kv_rows keys
 // (causal off so every score is computed), head_dim from the arg.
