@@ -256,7 +256,7 @@ TEST(Linear, SixteenBitWeightsMatchTheirWideningBitForBit) {
 }
 
 // Decode's gemv() sums every row in dot_reference()'s order, bit for bit, on
-// f32 and bf16 weights, for widths off the 16-lane body (tails of 1-15
+// f32 and bf16 weights (both bf16 kernels: AVX2 and baseline), for widths off the 16-lane body (tails of 1-15
 // columns) and row counts off the 4-row groups: so no ISA, BLAS build or
 // thread count moves a bit of the oracle's decode. The comparison can fail: a
 // plain left-to-right sum gives other bits on these rows (checked below).
@@ -268,9 +268,11 @@ TEST(Linear, GemvSumsEachRowInTheReferenceOrder) {
       const auto wv = random_vector(static_cast<size_t>(out * in), 32);
       const Tensor w16 = Tensor::from_f32({out, in}, wv).to(DType::bf16);
       const std::vector<float> w16_wide = w16.to_f32_vector();
-      std::vector<float> got(static_cast<size_t>(out)), got16(got.size());
+      std::vector<float> got(static_cast<size_t>(out)), got16(got.size()), baseline(got.size());
       gemv(x.data(), in, wv.data(), out, got.data());
       linear(x.data(), 1, in, w16, out, nullptr, got16.data());
+      detail::gemv_bf16_baseline(x.data(), in, w16.as<bf16>().data(), out, baseline.data());
+      EXPECT_EQ(baseline, got16) << "the kernel for CPUs without AVX2, " << in << " x " << out;
       for (int64_t o = 0; o < out; ++o) {
         const float* row = wv.data() + o * in;
         EXPECT_EQ(got[static_cast<size_t>(o)], dot_reference(x.data(), row, in)) << in << " x " << out << " row " << o;

@@ -26,6 +26,12 @@ void gemv(const float* x, int64_t in, const float* w, int64_t out, float* y);
 inline constexpr int kDotLanes = 16;
 float dot_reference(const float* x, const float* w, int64_t in);
 
+namespace detail {
+// gemv()'s kernel for bf16 rows on CPUs without AVX2 (any x86-64 runs it, so
+// the tests check it against dot_reference() on every machine).
+void gemv_bf16_baseline(const float* x, int64_t in, const bf16* w, int64_t rows, float* y);
+}  // namespace detail
+
 // linear() with W a 2-D F32, BF16 or F16 tensor (out, in), never converted
 // whole when rows == 1: gemv() reads bf16 rows in place (widened in a
 // register: exact) and f16 rows through a small buffer, so every bit of y is
