@@ -109,6 +109,18 @@ inline float fold(f32x8 a, f32x8 b) {
 inline float widen(float v) { return v; }
 inline float widen(bf16 v) { return bf16_to_f32(v); }
 
+// A row with a ragged tail: columns k.. in go to lanes 0.. first, then the fold.
+template <class W>
+float finish_tail(float (&lane)[kDotLanes], const float* x, const W* row, int64_t k, int64_t in) {
+  for (int64_t j = 0; k + j < in; ++j) {
+    const float product = widen(row[k + j]) * x[k + j];
+    lane[j] += product;
+  }
+  for (int half = kDotLanes / 2; half > 0; half /= 2)
+    for (int j = 0; j < half; ++j) lane[j] += lane[j + half];
+  return lane[0];
+}
+
 // R rows of W against xp (x with each whole 16-column group in the lanes'
 // positions), each row summed exactly as dot_reference() sums it: the rows
 // share the loads of x, and a row's arithmetic does not depend on R.
@@ -142,13 +154,7 @@ template <int R, Lanes L, class W>
     std::memcpy(at, &acc_a[r], sizeof acc_a[r]);
     std::memcpy(at + 8, &acc_b[r], sizeof acc_b[r]);
     for (int c = 0; c < kDotLanes; ++c) lane[c] = at[position<L>(c)];
-    for (int64_t j = 0; k + j < in; ++j) {
-      const float product = widen(w[r * in + k + j]) * x[k + j];
-      lane[j] += product;
-    }
-    for (int half = kDotLanes / 2; half > 0; half /= 2)
-      for (int j = 0; j < half; ++j) lane[j] += lane[j + half];
-    y[r] = lane[0];
+    y[r] = finish_tail(lane, x, w + r * in, k, in);
   }
 }
 
@@ -217,13 +223,7 @@ template <int R, class W>
     }
     float lane[kDotLanes];  // a ragged tail: its products go to lanes 0.. first
     std::memcpy(lane, acc[r].v, sizeof lane);
-    for (int64_t j = 0; k + j < in; ++j) {
-      const float product = widen(w[r * in + k + j]) * x[k + j];
-      lane[j] += product;
-    }
-    for (int half = kDotLanes / 2; half > 0; half /= 2)
-      for (int j = 0; j < half; ++j) lane[j] += lane[j + half];
-    y[r] = lane[0];
+    y[r] = finish_tail(lane, x, w + r * in, k, in);
   }
 }
 
