@@ -71,16 +71,15 @@ constexpr int position(int lane) {
   return lane < 4 ? lane : lane < 8 ? lane + 4 : lane < 12 ? lane - 4 : lane;
 }
 
-inline f32x8 load8(const float* p) {
-  f32x8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
+// Vectors cross these helpers by reference, and the helpers are always
+// inlined: a 256-bit vector passed by value is an ABI boundary between a
+// default-target helper and its AVX2 caller (it crashed the unoptimized
+// sanitizer build, where nothing is inlined otherwise).
+[[gnu::always_inline]] inline void load16(const float* p, f32x8& a, f32x8& b) {
+  std::memcpy(&a, p, sizeof a);
+  std::memcpy(&b, p + 8, sizeof b);
 }
-inline void load16(const float* p, f32x8& a, f32x8& b) {
-  a = load8(p);
-  b = load8(p + 8);
-}
-inline void load16(const bf16* p, f32x8& a, f32x8& b) {
+[[gnu::always_inline]] inline void load16(const bf16* p, f32x8& a, f32x8& b) {
   u16x16 v;
   std::memcpy(&v, p, sizeof v);
   const u16x16 z{};
@@ -93,7 +92,7 @@ inline void load16(const bf16* p, f32x8& a, f32x8& b) {
 // dot_reference()'s fold in halves, in registers: lane c + lane c + 8, then
 // c + 4, c + 2, c + 1.
 template <Lanes L>
-inline float fold(f32x8 a, f32x8 b) {
+[[gnu::always_inline]] inline float fold(const f32x8& a, const f32x8& b) {
   f32x4 s4;
   if constexpr (L == Lanes::natural) {
     const f32x8 s8 = a + b;
@@ -133,7 +132,8 @@ template <int R, Lanes L, class W>
   for (int r = 0; r < R; ++r) acc_a[r] = acc_b[r] = f32x8{};
   int64_t k = 0;
   for (; k + kDotLanes <= in; k += kDotLanes) {
-    const f32x8 xa = load8(xp + k), xb = load8(xp + k + 8);
+    f32x8 xa, xb;
+    load16(xp + k, xa, xb);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       // The next R rows' same columns: short rows (576 wide) end a stream
@@ -173,9 +173,9 @@ struct Lanes16 {
   f32x4 v[4];
 };
 
-inline void load16(const float* p, Lanes16& l) { std::memcpy(l.v, p, sizeof l.v); }
+[[gnu::always_inline]] inline void load16(const float* p, Lanes16& l) { std::memcpy(l.v, p, sizeof l.v); }
 // bf16 widened by putting its 16 bits above 16 zero bits (exact).
-inline void load16(const bf16* p, Lanes16& l) {
+[[gnu::always_inline]] inline void load16(const bf16* p, Lanes16& l) {
   u16x8 h[2];
   std::memcpy(h, p, sizeof h);
   const u16x8 z{};
@@ -188,7 +188,7 @@ inline void load16(const bf16* p, Lanes16& l) {
 }
 
 // fold() of four 4-float vectors.
-inline float fold16(const Lanes16& l) {
+[[gnu::always_inline]] inline float fold16(const Lanes16& l) {
   const f32x4 s4 = (l.v[0] + l.v[2]) + (l.v[1] + l.v[3]);
   const f32x2 s2 = __builtin_shufflevector(s4, s4, 0, 1) + __builtin_shufflevector(s4, s4, 2, 3);
   return s2[0] + s2[1];
