@@ -12,13 +12,25 @@
 
 namespace tessera::kernels {
 
-TESSERA_VECTOR_CLONES void gemv_block(const bf16* w, const bf16* x, float* acc, int64_t n, int64_t k, bool accumulate) {
+namespace {
+TESSERA_VECTOR_CLONES void gemv_block_generic(const bf16* w, const bf16* x, float* acc, int64_t n, int64_t k,
+                                              bool accumulate) {
   float* xf = scratch_f32(ScratchSlot::row, k);
   bf16_to_f32_n(x, xf, k);
   for (int64_t j = 0; j < n; ++j) {
     float s = mutant_on(Mutant::gemv_bf16_accum) ? dot_bf16_accum(w + j * k, xf, k) : dot(w + j * k, xf, k);
     acc[j] = accumulate ? acc[j] + s : s;
   }
+}
+}  // namespace
+
+void gemv_block(const bf16* w, const bf16* x, float* acc, int64_t n, int64_t k, bool accumulate) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2 && !mutant_on(Mutant::gemv_bf16_accum)) {
+    detail::gemv_block_avx2(w, x, acc, n, k, accumulate);
+    return;
+  }
+  gemv_block_generic(w, x, acc, n, k, accumulate);
 }
 
 int64_t gemv_l1_bytes(int64_t n, int64_t k, bool fused) {
@@ -61,14 +73,12 @@ GemvDims dims_of(const npu::KernelParams& p, const char* kernel) {
     else if (key == "x_off") x_off = &v;
   }
   return {int_in(n, "n", 1, 1 << 24, kernel), int_in(k, "k", 1, 1 << 24, kernel),
-          x_off ? int_in(x_off, "x_off", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), kernel)
-                : 0};
+          x_off ? int_in(x_off, "x_off", 0, std::numeric_limits<int64_t>::max(), kernel) : 0};
 }
 
 TileKernel gemv_kernel(const char* name, bool accumulate, bool fused) {
   auto run = [=](const npu::KernelInvocation& inv) {
-    auto [n, k, x_off] = dims_of(*inv.params, name);
-    if (x_off < 0) throw_error<KernelArgError>("kernel {}: x_off {} is negative", name, x_off);
+    const auto [n, k, x_off] = inv.bound ? *static_cast<const GemvDims*>(inv.bound) : dims_of(*inv.params, name);
     const auto* w = arg_ptr<const bf16>(inv, 0, n * k, name, "w");
     const auto* x = arg_ptr<const bf16>(inv, 1, x_off + k, name, "x") + x_off;
     if (!fused) {
@@ -95,6 +105,9 @@ TileKernel gemv_kernel(const char* name, bool accumulate, bool fused) {
         return d.n * d.k;
       });
   t.def.read_only_args = 0b011;  // w, x
+  t.def.bind = [=](const npu::KernelParams& p) -> std::shared_ptr<const void> {
+    return std::make_shared<const GemvDims>(dims_of(p, name));
+  };
   return t;
 }
 

@@ -74,6 +74,7 @@ struct Compiler {
           in.op = Instr::Op::call;
           in.kernel = &registry.get(op.kernel);
           in.params = &op.params;
+          if (in.kernel->bind) in.bound = in.kernel->bind(op.params);
           for (const auto& a : op.args) in.args.push_back(arg(a));
           in.cycles = in.kernel->cycles ? in.kernel->cycles(op.params, *st.spec) : 0;
           in.macs = in.kernel->macs ? in.kernel->macs(op.params) : 0;
@@ -104,7 +105,7 @@ void call(LaunchState& st, CoreState& cs, const Instr& in) {
     std::byte* bytes = p.produce ? pool.slot(n) : const_cast<std::byte*>(pool.read_slot(n));
     spans.emplace_back(bytes, pool.slot_bytes);
   }
-  KernelInvocation inv{std::move(spans), in.params};
+  KernelInvocation inv{std::move(spans), in.params, in.bound.get()};
   try {
     in.kernel->run(inv);
   } catch (const DesignError& e) {

@@ -159,6 +159,7 @@ struct Instr {
   size_t jump = 0;  // loop_begin: its loop_end; loop_end: its loop_begin
   const KernelDef* kernel = nullptr;
   const KernelParams* params = nullptr;
+  std::shared_ptr<const void> bound;  // kernel->bind(*params), when it binds
   std::vector<Arg> args;
   int64_t cycles = 0, macs = 0;
 };

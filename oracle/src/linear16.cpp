@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tessera/core/bf16.h"
+#include "tessera/core/bf16x16.h"
 #include "tessera/core/error.h"
 #include "tessera/core/threads.h"
 #include "tessera/oracle/ops.h"
@@ -53,22 +54,20 @@ float dot_reference(const float* x, const float* w, int64_t in) {
 namespace {
 
 static_assert(kDotLanes == 16, "the kernel below holds the 16 lanes as two 8-float vectors");
-using f32x8 = float __attribute__((vector_size(32)));
-using f32x4 = float __attribute__((vector_size(16)));
-using f32x2 = float __attribute__((vector_size(8)));
-using u16x16 = uint16_t __attribute__((vector_size(32)));
+using simd::f32x2;
+using simd::f32x4;
+using simd::f32x8;
 using u16x8 = uint16_t __attribute__((vector_size(16)));
 
 // The 16 lanes live in two vectors, a (positions 0-7) and b (8-15). f32 rows
-// keep lane c at position c. bf16 rows are widened by interleaving each
-// 16-bit value under 16 zero bits, which an AVX2 unpack does per 128-bit half:
-// a gets lanes 0-3 and 8-11, b lanes 4-7 and 12-15 (x is permuted to match).
-// Either way a lane holds the same columns and the fold adds the same pairs.
+// keep lane c at position c. bf16 rows are widened as simd::widen16() does
+// (x is permuted to match). Either way a lane holds the same columns and the
+// fold adds the same pairs.
 enum class Lanes { natural, interleaved };
 template <Lanes L>
 constexpr int position(int lane) {
   if constexpr (L == Lanes::natural) return lane;
-  return lane < 4 ? lane : lane < 8 ? lane + 4 : lane < 12 ? lane - 4 : lane;
+  return simd::interleaved_position(lane);
 }
 
 // Vectors cross these helpers by reference, and the helpers are always
@@ -79,29 +78,15 @@ constexpr int position(int lane) {
   std::memcpy(&a, p, sizeof a);
   std::memcpy(&b, p + 8, sizeof b);
 }
-[[gnu::always_inline]] inline void load16(const bf16* p, f32x8& a, f32x8& b) {
-  u16x16 v;
-  std::memcpy(&v, p, sizeof v);
-  const u16x16 z{};
-  const u16x16 lo = __builtin_shufflevector(z, v, 0, 16, 0, 17, 0, 18, 0, 19, 0, 24, 0, 25, 0, 26, 0, 27);
-  const u16x16 hi = __builtin_shufflevector(z, v, 0, 20, 0, 21, 0, 22, 0, 23, 0, 28, 0, 29, 0, 30, 0, 31);
-  std::memcpy(&a, &lo, sizeof a);
-  std::memcpy(&b, &hi, sizeof b);
-}
+[[gnu::always_inline]] inline void load16(const bf16* p, f32x8& a, f32x8& b) { simd::widen16(p, a, b); }
 
 // dot_reference()'s fold in halves, in registers: lane c + lane c + 8, then
 // c + 4, c + 2, c + 1.
 template <Lanes L>
 [[gnu::always_inline]] inline float fold(const f32x8& a, const f32x8& b) {
-  f32x4 s4;
-  if constexpr (L == Lanes::natural) {
-    const f32x8 s8 = a + b;
-    s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
-  } else {
-    const f32x4 s03 = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
-    const f32x4 s47 = __builtin_shufflevector(b, b, 0, 1, 2, 3) + __builtin_shufflevector(b, b, 4, 5, 6, 7);
-    s4 = s03 + s47;
-  }
+  if constexpr (L == Lanes::interleaved) return simd::fold_interleaved(a, b);
+  const f32x8 s8 = a + b;
+  const f32x4 s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
   const f32x2 s2 = __builtin_shufflevector(s4, s4, 0, 1) + __builtin_shufflevector(s4, s4, 2, 3);
   return s2[0] + s2[1];
 }

@@ -1,5 +1,7 @@
 #include "tessera/kernels/gemv.h"
 
+#include <bit>
+
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.h"
@@ -33,6 +35,51 @@ TEST(Gemv, MatchesScalarReferenceOnRaggedShapes) {
   uint32_t seed = 100;
   for (int64_t n : {1, 5, 32, 33})
     for (int64_t k : {1, 15, 16, 17, 64, 577}) check(n, k, seed += 2);
+}
+
+// The order every gemv_block() path sums a row in (vec_ops.h dot()): 16 lane
+// partial sums over the whole groups of 16 columns, folded in halves (lane c
+// += lane c + 8, + 4, + 2, + 1), then the ragged tail as its own running sum,
+// added last. Each product is rounded to f32 before it is added.
+float dot_in_lane_order(const bf16* w, const bf16* x, int64_t k) {
+  float lane[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16)
+    for (int c = 0; c < 16; ++c) {
+      const float p = bf16_to_f32(w[i + c]) * bf16_to_f32(x[i + c]);
+      lane[c] += p;
+    }
+  for (int half = 8; half > 0; half /= 2)
+    for (int c = 0; c < half; ++c) lane[c] += lane[c + half];
+  float tail = 0.0f;
+  for (; i < k; ++i) {
+    const float p = bf16_to_f32(w[i]) * bf16_to_f32(x[i]);
+    tail += p;
+  }
+  return lane[0] + tail;
+}
+
+// Bit for bit, so the AVX2 rows (x widened in registers, rows sharing its
+// loads) and the generic path cannot drift apart: a decode token's every
+// GEMV goes through here, and the bitexact goldens hold its bits.
+TEST(Gemv, BlockSumsEachRowInTheLaneOrder) {
+  uint32_t seed = 300;
+  for (int64_t n : {1, 2, 3, 4, 5, 7, 9})
+    for (int64_t k : {1, 15, 16, 17, 128, 255, 256, 577}) {
+      auto w = random_bf16(n * k, seed += 2, -1, 1), x = random_bf16(k, seed + 1, -2, 2);
+      auto init = random_bf16(n, seed + 3, -4, 4);
+      for (bool accumulate : {false, true}) {
+        std::vector<float> acc(n);
+        for (int64_t j = 0; j < n; ++j) acc[j] = bf16_to_f32(init[j]);
+        gemv_block(w.data(), x.data(), acc.data(), n, k, accumulate);
+        for (int64_t j = 0; j < n; ++j) {
+          const float s = dot_in_lane_order(w.data() + j * k, x.data(), k);
+          const float want = accumulate ? bf16_to_f32(init[j]) + s : s;
+          EXPECT_EQ(std::bit_cast<uint32_t>(acc[j]), std::bit_cast<uint32_t>(want))
+              << "n " << n << " k " << k << " row " << j << " accumulate " << accumulate;
+        }
+      }
+    }
 }
 
 TEST(Gemv, KSplitAccumulatesLikeOneCall) {

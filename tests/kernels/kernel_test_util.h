@@ -70,10 +70,14 @@ inline npu::KernelRegistry& registry() {
 
 inline void run_kernel(const std::string& name, const npu::KernelParams& params,
                        std::vector<std::span<std::byte>> args) {
+  const npu::KernelDef& def = registry().get(name);
   npu::KernelInvocation inv;
   inv.args = std::move(args);
   inv.params = &params;
-  registry().get(name).run(inv);
+  // As the simulator calls it: params bound once where the kernel binds them.
+  const std::shared_ptr<const void> bound = def.bind ? def.bind(params) : nullptr;
+  inv.bound = bound.get();
+  def.run(inv);
 }
 
 // The linear's per-element bound against the FP32 oracle `ref` (M x N, x M x K,

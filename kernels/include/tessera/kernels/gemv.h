@@ -18,6 +18,12 @@ namespace tessera::kernels {
 
 void gemv_block(const bf16* w, const bf16* x, float* acc, int64_t n, int64_t k, bool accumulate);
 
+namespace detail {
+// gemv_block() on AVX2 CPUs (gemv_rows.cpp): the same bits, with x widened in
+// registers instead of through a scratch row. Call only where the CPU has AVX2.
+void gemv_block_avx2(const bf16* w, const bf16* x, float* acc, int64_t n, int64_t k, bool accumulate);
+}  // namespace detail
+
 int64_t gemv_l1_bytes(int64_t n, int64_t k, bool fused);
 // Vector unit, not the matrix unit: one lane-wide bf16 MAC per cycle per
 // weight vector, plus a log2(lanes) lane fold per row.

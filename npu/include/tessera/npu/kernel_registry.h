@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,6 +20,8 @@ struct KernelInvocation {
   // One span per call arg, in order: the acquired object or local buffer bytes.
   std::vector<std::span<std::byte>> args;
   const KernelParams* params = nullptr;
+  // KernelDef::bind's result for this call's params, when the kernel has one.
+  const void* bound = nullptr;
 
   int64_t int_param(const std::string& key) const;     // throws naming the key
   double float_param(const std::string& key) const;
@@ -51,6 +54,12 @@ struct KernelDef {
   // then hand that arg bytes it does not own (a weight object read in place
   // from the host view instead of copied into L1). 0 = no promise.
   uint32_t read_only_args = 0;
+  // Optional: the params parsed and checked once per program instruction
+  // (the simulator calls it when it compiles a core); run() then reads the
+  // result from KernelInvocation::bound instead of parsing the params on
+  // every call. A decode token makes millions of GEMV calls of a few hundred
+  // MACs, where a lookup of three params by name costs as much as the MACs.
+  std::function<std::shared_ptr<const void>(const KernelParams&)> bind = nullptr;
   bool reads_only(size_t arg) const { return arg < 32 && ((read_only_args >> arg) & 1u) != 0; }
 };
 
