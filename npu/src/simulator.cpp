@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "simulator_state.h"
+#include "validator_rules.h"
 #include "tessera/core/threads.h"
 #include "tessera/npu/validator.h"
 
@@ -172,6 +173,7 @@ void reset_state(sim::LaunchState& st, const sim::LaunchState& ready) {
     reset_queue(c.sink_q, r.sink_q);
     c.moved = r.moved;
     c.repeat_sent = r.repeat_sent;
+    c.tally = {};  // a run that threw left its counts
   }
   for (size_t i = 0; i < st.cores.size(); ++i) {
     sim::CoreState& c = st.cores[i];
@@ -245,6 +247,57 @@ bool heavy_calls(const sim::LaunchState& st) {
   return false;
 }
 
+// Partitions of a launch (sim::LaunchState::parts). Pools are joined through
+// the cores that use them and the connections that move between them; a
+// broadcast from a shim (x to every core of a GEMV) joins nothing: it runs in
+// the serial prefix. One partition, or a broadcast from a tile: none.
+void partition(sim::LaunchState& st) {
+  std::vector<size_t> parent(st.pools.size());
+  for (size_t i = 0; i < parent.size(); ++i) parent[i] = i;
+  auto root = [&](size_t i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  auto join = [&](size_t a, size_t b) { parent[root(a)] = root(b); };
+  for (const auto& core : st.cores)
+    for (const auto& p : core.ports) join(static_cast<size_t>(p.pool), static_cast<size_t>(core.ports[0].pool));
+  std::vector<int> conn_pool(st.conns.size(), -1);  // a pool of the connection's partition
+  for (size_t i = 0; i < st.conns.size(); ++i) {
+    const sim::Connection& c = st.conns[i];
+    std::vector<int> pools;
+    if (!c.shim_source) pools.push_back(c.source.pool);
+    for (const auto& e : c.sinks) pools.push_back(e.pool);
+    if (c.shim_source && c.sinks.size() >= 2) {
+      st.prefix.push_back(i);
+      continue;
+    }
+    if (pools.empty()) return;  // shim to shim: nothing to place it with
+    for (int p : pools) join(static_cast<size_t>(p), static_cast<size_t>(pools[0]));
+    conn_pool[i] = pools[0];
+  }
+  std::map<size_t, sim::LaunchState::Part> by_root;
+  for (size_t i = 0; i < st.cores.size(); ++i)
+    if (!st.cores[i].ports.empty()) by_root[root(static_cast<size_t>(st.cores[i].ports[0].pool))].cores.push_back(i);
+  for (size_t i = 0; i < st.conns.size(); ++i)
+    if (conn_pool[i] >= 0) by_root[root(static_cast<size_t>(conn_pool[i]))].conns.push_back(i);
+  std::vector<sim::LaunchState::Part> parts;
+  for (auto& [r, part] : by_root) parts.push_back(std::move(part));
+  size_t placed = 0;
+  for (const auto& part : parts) placed += part.cores.size();
+  if (parts.size() < 2 || placed != st.cores.size()) {
+    st.prefix.clear();
+    return;
+  }
+  st.parts = std::move(parts);
+  st.gate_suffix_max.assign(st.wait_gate.size() + 1, 0);
+  for (size_t i = st.wait_gate.size(); i-- > 0;)
+    st.gate_suffix_max[i] = std::max(st.wait_gate[i], st.gate_suffix_max[i + 1]);
+  for (const auto& t : st.launch->sequence)
+    if (t.to_device)
+      for (const auto& h : st.design->host_buffers)
+        if (h.name == t.host_buffer) st.stream_bytes += detail::stream_bytes(t.pattern, h.bytes, h.elem_bytes);
+}
+
 bool worth_threads(const sim::LaunchState& st) {
   return st.groups.size() >= 2 && st.heavy && thread_count() >= 2;
 }
@@ -267,14 +320,61 @@ bool run_cores(sim::LaunchState& st, const std::vector<std::vector<size_t>>& gro
   return std::find(moved.begin(), moved.end(), 1) != moved.end();
 }
 
+// Runs partition `part` until it finishes or waits on another.
+void run_part(sim::LaunchState& st, const sim::LaunchState::Part& part) {
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t i : part.cores)
+      if (!st.cores[i].done) progress |= sim::run_core(st, st.cores[i]);
+    for (size_t i : part.conns) progress |= sim::run_connection(st, st.conns[i]);
+  }
+}
+
+// The serial prefix (every core and connection, round robin) until the
+// broadcasts have landed and every task left is past its wait; then each
+// partition runs to its end on a host thread. Partitions share no pool and no
+// connection, and no task left waits for another's, so the results, stats and
+// cycles are the serial order's. Returns false where the prefix stalled
+// first: the serial loop finishes the launch.
+bool run_partitions(sim::LaunchState& st) {
+  auto released = [&] {
+    for (size_t i : st.prefix) {
+      const sim::ShimQueue& q = st.conns[i].source_q;
+      if (q.active || q.next < q.tasks.size()) return false;
+    }
+    sim::advance_done_prefix(st);
+    return st.gate_suffix_max[st.done_prefix] <= st.done_prefix;
+  };
+  while (!released()) {
+    bool progress = run_cores(st, st.groups, false);
+    for (auto& c : st.conns) progress |= sim::run_connection(st, c);
+    if (!progress) return false;
+  }
+  parallel_for(st.parts.size(), [&](size_t b, size_t e) {
+    for (size_t p = b; p < e; ++p) run_part(st, st.parts[p]);
+  });
+  st.stats.host_partitions = static_cast<int>(st.parts.size());
+  return true;
+}
+
+// Partitions pay off when a launch streams enough bytes to outweigh waking a
+// host thread (tens of microseconds): llama-3.2-1b's decode GEMVs, not
+// SmolLM2-135M's 576-wide ones.
+bool worth_partitions(const sim::LaunchState& st) {
+  constexpr int64_t kMinStreamBytes = 2 << 20;
+  return st.partitions_on && st.parts.size() >= 2 && st.stream_bytes >= kMinStreamBytes && thread_count() >= 2;
+}
+
 void schedule(sim::LaunchState& st) {
   const bool threaded = worth_threads(st);
+  if (!threaded && worth_partitions(st)) run_partitions(st);
   for (;;) {
     bool progress = run_cores(st, st.groups, threaded);
     for (auto& c : st.conns) progress |= sim::run_connection(st, c);
     if (!progress) break;
   }
   std::vector<std::string> problems;
+  sim::fold_tallies(st);
   for (const auto& c : st.cores)
     if (!c.done) problems.push_back(sim::describe_blocked(st, c));
   for (auto& p : sim::describe_unfinished(st)) problems.push_back(std::move(p));
@@ -334,6 +434,7 @@ std::shared_ptr<const PreparedDesign> Simulator::prepare(const Design& design) c
     mark_aliasing(*st);
     st->groups = core_groups(*st);  // once: two maps per launch per run were a dispatch's fixed cost
     st->heavy = heavy_calls(*st);
+    partition(*st);
     st->spec = nullptr;  // bound per run: this simulator may be copied or moved
     p->launches_.push_back(std::move(st));
   }
@@ -394,6 +495,7 @@ SimStats Simulator::run(const PreparedDesign& prepared, HostMemory& host, const 
     sim::LaunchState& st = *states[i];
     reset_state(st, *prepared.launches_[i]);
     st.spec = &spec_;
+    st.partitions_on = host_partitions_;
     st.host = &host;
     st.views = views;
     sim::bind_memory(st, mem);

@@ -135,8 +135,12 @@ size_t task_index(const LaunchState& st, const DmaTask& t) {
 }
 
 // Has every task before the last wait at or before task i completed?
+// Checked before the prefix moves: in a launch's parallel phase
+// (simulator.cpp) every task left is past its wait already, and no thread
+// writes done_prefix.
 bool past_wait(LaunchState& st, size_t i) {
-  while (st.done_prefix < st.task_done.size() && st.task_done[st.done_prefix]) ++st.done_prefix;
+  if (st.done_prefix >= st.wait_gate[i]) return true;
+  advance_done_prefix(st);
   return st.done_prefix >= st.wait_gate[i];
 }
 
@@ -148,7 +152,7 @@ void finish_task(LaunchState& st, ShimQueue& q) {
 
 // Starts the next task when idle and past its wait; a to_device task gathers
 // its whole stream.
-bool shim_ready(LaunchState& st, ShimQueue& q, bool to_device) {
+bool shim_ready(LaunchState& st, ShimQueue& q, bool to_device, Tally& tally) {
   if (q.active) return true;
   if (q.next >= q.tasks.size()) return false;
   const DmaTask& t = *q.tasks[q.next];
@@ -167,7 +171,7 @@ bool shim_ready(LaunchState& st, ShimQueue& q, bool to_device) {
       q.staging.resize(q.size);
       gather(host, t.pattern, h.elem_bytes, h.bytes, q.staging.data());
     }
-    st.stats.ddr_read_bytes += q.size;
+    tally.ddr_read_bytes += q.size;
   } else {
     q.staging.resize(q.size);
   }
@@ -196,8 +200,8 @@ void prefetch(const std::byte* data, int64_t bytes) {
   for (int64_t off = 0; off < bytes; off += kLine) __builtin_prefetch(data + off, 0, 1);
 }
 
-void count_pool_bytes(LaunchState& st, const PoolEnd& e, int64_t bytes) {
-  (st.pools[e.pool].kind == TileKind::mem ? st.stats.l2_bytes : st.stats.l1_bytes) += bytes;
+void count_pool_bytes(LaunchState& st, Tally& tally, const PoolEnd& e, int64_t bytes) {
+  (st.pools[e.pool].kind == TileKind::mem ? tally.l2_bytes : tally.l1_bytes) += bytes;
   if (e.channel >= 0) st.stats.channels[e.channel].bytes += bytes;
 }
 
@@ -238,6 +242,21 @@ int64_t contiguous_offset(const AccessPattern& p, int elem_bytes, int64_t region
   if (p.repeat != 1) return -1;
   Runs r = normalize(p, elem_bytes, region_bytes);
   return r.sizes.empty() ? r.offset : -1;
+}
+
+void advance_done_prefix(LaunchState& st) {
+  while (st.done_prefix < st.task_done.size() && st.task_done[st.done_prefix]) ++st.done_prefix;
+}
+
+void fold_tallies(LaunchState& st) {
+  for (Connection& c : st.conns) {
+    st.stats.ddr_read_bytes += c.tally.ddr_read_bytes;
+    st.stats.ddr_write_bytes += c.tally.ddr_write_bytes;
+    st.stats.l2_bytes += c.tally.l2_bytes;
+    st.stats.l1_bytes += c.tally.l1_bytes;
+    st.stats.transfers += c.tally.transfers;
+    c.tally = {};
+  }
 }
 
 int64_t Pool::min_written() const { return *std::min_element(written.begin(), written.end()); }
@@ -285,10 +304,10 @@ void build_connections(LaunchState& st) {
 bool run_connection(LaunchState& st, Connection& c) {
   bool progress = false;
   for (;;) {
-    if (c.shim_source ? !shim_ready(st, c.source_q, true)
+    if (c.shim_source ? !shim_ready(st, c.source_q, true, c.tally)
                       : source_index(st, c) >= st.pools[c.source.pool].min_written())
       break;
-    bool ready = !c.shim_sink || shim_ready(st, c.sink_q, false);
+    bool ready = !c.shim_sink || shim_ready(st, c.sink_q, false, c.tally);
     for (const auto& e : c.sinks) {
       const Pool& p = st.pools[e.pool];
       ready = ready && p.writable(p.written[e.cursor]);
@@ -315,7 +334,7 @@ bool run_connection(LaunchState& st, Connection& c) {
         gather(obj, c.source.pattern, c.source.elem_bytes, c.source.object_bytes, c.temp.data());
         data = c.temp.data();
       }
-      count_pool_bytes(st, c.source, c.chunk);
+      count_pool_bytes(st, c.tally, c.source, c.chunk);
     }
     for (const auto& e : c.sinks) {
       Pool& p = st.pools[e.pool];
@@ -335,7 +354,7 @@ bool run_connection(LaunchState& st, Connection& c) {
         else
           scatter(obj, e.pattern, e.elem_bytes, e.object_bytes, data);
       }
-      count_pool_bytes(st, e, c.chunk);
+      count_pool_bytes(st, c.tally, e, c.chunk);
       ++p.written[e.cursor];
     }
     if (c.shim_sink) {
@@ -346,8 +365,8 @@ bool run_connection(LaunchState& st, Connection& c) {
       if (q.pos == q.size) {  // task complete: land it in DDR
         const DmaTask& t = *q.tasks[q.next];
         const HostBuffer& h = host_info(st, t.host_buffer);
-        scatter((*st.host)[h.name].data(), t.pattern, h.elem_bytes, h.bytes, q.staging.data());
-        st.stats.ddr_write_bytes += q.size;
+        scatter(st.host->at(h.name).data(), t.pattern, h.elem_bytes, h.bytes, q.staging.data());
+        c.tally.ddr_write_bytes += q.size;
         finish_task(st, q);
       }
     }
@@ -359,7 +378,7 @@ bool run_connection(LaunchState& st, Connection& c) {
       source_sent(st, c);
     }
     ++c.moved;
-    ++st.stats.transfers;
+    ++c.tally.transfers;
     progress = true;
   }
   return progress;

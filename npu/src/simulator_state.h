@@ -127,6 +127,13 @@ struct ShimQueue {
   const std::byte* stream() const { return direct ? direct : staging.data(); }
 };
 
+// LaunchStats' byte and transfer counts of one connection, folded into the
+// launch's once it ran (fold_tallies): connections of separate partitions
+// move on separate host threads.
+struct Tally {
+  int64_t ddr_read_bytes = 0, ddr_write_bytes = 0, l2_bytes = 0, l1_bytes = 0, transfers = 0;
+};
+
 // The DMA path of one FIFO: one source, a set of sinks (broadcast).
 struct Connection {
   const Fifo* fifo = nullptr;
@@ -140,6 +147,7 @@ struct Connection {
   int64_t moved = 0;
   int64_t repeat_sent = 0;  // transfers of the current repeat group (Fifo::repeat)
   StreamBuffer temp;        // one gathered object (sized on first use per run)
+  Tally tally;
 };
 
 struct Arg {
@@ -215,6 +223,18 @@ struct LaunchState {
   // (simulator.cpp core_groups), and whether any call is worth a thread.
   std::vector<std::vector<size_t>> groups;
   bool heavy = false;
+  // Partitions (simulator.cpp partition): cores and connections that touch
+  // disjoint pools once the broadcasts from a shim in `prefix` have landed.
+  // When every task left is past its wait, each partition may run to its end
+  // on its own host thread with the serial order's results.
+  struct Part {
+    std::vector<size_t> cores, conns;
+  };
+  std::vector<Part> parts;
+  std::vector<size_t> prefix;
+  std::vector<size_t> gate_suffix_max;  // max of wait_gate over tasks i.. (one past the end: 0)
+  int64_t stream_bytes = 0;             // bytes the to_device tasks read per run
+  bool partitions_on = true;            // Simulator::set_host_partitions, bound per run
 };
 
 // simulator_core.cpp
@@ -228,6 +248,10 @@ std::string describe_blocked(const LaunchState& st, const CoreState& core);
 // simulator_dma.cpp
 void build_connections(LaunchState& st);
 bool run_connection(LaunchState& st, Connection& c);
+// Moves done_prefix past every completed task (serial use only).
+void advance_done_prefix(LaunchState& st);
+// Adds every connection's tally to st.stats and zeroes it.
+void fold_tallies(LaunchState& st);
 std::vector<std::string> describe_unfinished(const LaunchState& st);
 
 }  // namespace tessera::npu::sim

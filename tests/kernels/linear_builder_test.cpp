@@ -10,10 +10,13 @@
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.h"
+#include "tessera/core/threads.h"
+#include "tessera/kernels/builders/builder_support.h"
 #include "tessera/kernels/builders/linear.h"
 #include "tessera/kernels/op_builder.h"
 #include "tessera/model/config.h"
 #include "tessera/npu/errors.h"
+#include "tessera/npu/simulator.h"
 #include "tessera/npu/timing.h"
 #include "tessera/oracle/ops.h"
 
@@ -381,6 +384,51 @@ TEST(LinearBuilder, OneYObjectBuysALongerKBlock) {
 }
 
 // Decode weights stream over every shim MM2S channel but the one x takes.
+// A decode GEMV's columns share nothing once x has landed, so the simulator
+// runs them side by side on host threads (issue 16). That must not change a
+// byte of host memory or any count: every launch's stats are compared with
+// the serial order's, field by field.
+TEST(LinearBuilder, DecodeColumnsOnHostThreadsGiveTheSerialResult) {
+  if (thread_count() < 2) GTEST_SKIP() << "one host thread: every launch runs serially";
+  const auto spec = npu::DeviceSpec::preset("xdna2");
+  ensure_tile_kernels_registered();
+  // 4 MiB of weights: over the size at which a launch is worth a thread.
+  const BuiltOp built = op_builder("linear").build(linear_shape(1, 2048, 1024), spec);
+  ASSERT_FALSE(built.patch);
+  const auto x = bf16_values(2048, 1), w = bf16_values(size_t{2048} * 1024, 2);
+  auto run = [&](bool partitions) {
+    npu::HostMemory host;
+    for (const auto& h : built.design.host_buffers) host_bytes(built.design, h.name, host);
+    built.pack(0, x, host);
+    built.pack(1, w, host);
+    npu::Simulator sim(spec);
+    sim.set_host_partitions(partitions);
+    npu::SimStats stats = sim.run(built.design, host);
+    return std::pair{std::move(host), std::move(stats)};
+  };
+  const auto [threaded_host, threaded] = run(true);
+  const auto [serial_host, serial] = run(false);
+  EXPECT_TRUE(threaded_host == serial_host);
+  ASSERT_EQ(threaded.launches.size(), serial.launches.size());
+  for (size_t i = 0; i < serial.launches.size(); ++i) {
+    const npu::LaunchStats &a = threaded.launches[i], &b = serial.launches[i];
+    SCOPED_TRACE(b.name);
+    EXPECT_GE(a.host_partitions, 2);  // the columns did run apart
+    EXPECT_EQ(b.host_partitions, 0);
+    EXPECT_EQ(a.ddr_read_bytes, b.ddr_read_bytes);
+    EXPECT_EQ(a.ddr_write_bytes, b.ddr_write_bytes);
+    EXPECT_EQ(a.l2_bytes, b.l2_bytes);
+    EXPECT_EQ(a.l1_bytes, b.l1_bytes);
+    EXPECT_EQ(a.transfers, b.transfers);
+    EXPECT_TRUE(a.tiles == b.tiles);
+    EXPECT_TRUE(a.channels == b.channels);
+  }
+  const auto y = built.unpack(0, threaded_host);
+  std::vector<float> ref(1024);
+  oracle::linear(x.data(), 1, 2048, w.data(), 1024, nullptr, ref.data());
+  EXPECT_TRUE(test::within(test::to_f64(y), test::to_f64(ref), test::linear_bound(x, w, ref, 1, 2048, 1024)));
+}
+
 TEST(LinearBuilder, DecodeWeightsUseBothShimChannelsOfEveryColumn) {
   for (const auto& name : {"xdna2", "xdna1"}) {
     auto spec = npu::DeviceSpec::preset(name);

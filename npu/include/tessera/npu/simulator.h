@@ -35,6 +35,7 @@ struct TileStats {
   int64_t kernel_calls = 0;
   int64_t cycles = 0;  // sum of KernelDef::cycles over the calls
   int64_t macs = 0;
+  bool operator==(const TileStats&) const = default;
 };
 
 struct ChannelStats {
@@ -43,6 +44,7 @@ struct ChannelStats {
   int index = 0;
   std::string fifo;
   int64_t bytes = 0;
+  bool operator==(const ChannelStats&) const = default;
 };
 
 struct LaunchStats {
@@ -54,6 +56,10 @@ struct LaunchStats {
   int64_t transfers = 0;        // DMA chunks moved (one object per consumer stream)
   std::map<TileCoord, TileStats> tiles;
   std::vector<ChannelStats> channels;
+  // Host speed only: how many partitions of the launch ran side by side on
+  // host threads (0: it ran in the serial order). Every other field, and every
+  // byte the launch wrote, is the same either way.
+  int host_partitions = 0;
   int64_t ddr_bytes() const { return ddr_read_bytes + ddr_write_bytes; }
   int64_t macs() const;
 };
@@ -104,9 +110,14 @@ class Simulator {
   std::shared_ptr<const PreparedDesign> prepare(const Design& design) const;
   SimStats run(const PreparedDesign& prepared, HostMemory& host,
                const HostViews* views = nullptr) const;
+  // Whether a launch's independent partitions (a GEMV's columns, once x has
+  // landed) may run side by side on host threads; on by default. Off, every
+  // launch runs in the serial order (tests compare the two).
+  void set_host_partitions(bool on) { host_partitions_ = on; }
 
  private:
   DeviceSpec spec_;
+  bool host_partitions_ = true;
   const KernelRegistry* registry_;
   uint64_t id_;
 };
