@@ -31,8 +31,8 @@ import json, sys
 print(max(b["bytes_per_second"] for b in json.load(sys.stdin)["benchmarks"]
           if b.get("aggregate_name") == "median") / 1e9)')
 echo "host memory read bandwidth: $(printf %.1f "$gbs") GB/s (bench/membw_bench, median of 5 runs, the better of 1 and 2 threads)"
-printf '%-14s %6s %9s %11s %11s %11s %11s %9s %11s %9s %9s %6s\n' model layers "bf16 MB" "sim dec/s" "sim pre/s" \
-  "oracle dec/s" "s/tok sim" "x 1 read" "cpu s/tok" "cpu x rd" "orc x rd" load
+printf '%-14s %6s %9s %11s %11s %11s %11s %9s %11s %9s %9s %9s %6s\n' model layers "bf16 MB" "sim dec/s" "sim pre/s" \
+  "oracle dec/s" "s/tok sim" "x 1 read" "cpu s/tok" "cpu x rd" "orc x rd" "orc x bf" load
 
 row() {  # row NAME LAYERS SOURCE-ARGS... : deploy through phase 5 (run needs the final plan), run, generate
   local name="$1" layers="$2"; shift 2
@@ -63,18 +63,20 @@ n, pre_s, steps, dec_s = int(m.group(1)), float(m.group(2)), int(m.group(3)), fl
 gen = open(d + ".gen.err").read()
 g = re.search(r"\((\d+\.\d+) tok/s\)(, stopped.*)?$", gen.strip().splitlines()[-1]) if gen.strip() else None
 oracle = f"{float(g.group(1)):.2f}" if g else "-"
-# The oracle reads its weights as loaded: bf16 / f16 as stored, a quantized
-# GGUF dequantized to f32 (`inspect` prints the loaded bytes).
+# The oracle reads its weights as loaded: bf16 / f16 as stored, a GGUF's
+# Q4_0 / Q4_1 / Q8_0 blocks as stored (decoded in cache), its other quantized
+# types dequantized to f32 (`inspect` prints the loaded bytes per dtype).
 loaded = sum(int(b.replace(",", "")) for b in re.findall(r"^bytes \w+\s+([0-9,]+)", open(d + ".inspect").read(), re.M))
 oracle_rd = f"{1 / float(g.group(1)) / (loaded / (gbs * 1e9)):.1f}" if g and loaded else "-"
 # One decode token reads every weight once (the tied LM head is the table).
 bf16 = 2 * int(re.search(r"parameters:\s+([0-9,]+)", open(d + ".inspect").read()).group(1).replace(",", ""))
 read_s = bf16 / (gbs * 1e9)
+oracle_bf16 = f"{1 / float(g.group(1)) / read_s:.1f}" if g else "-"
 f = lambda s: f"{1 / s:.2f}" if s > 0 else "-"
 cpu_s = (cpu(d + ".cpu") - cpu(d + ".cpu1")) / steps if steps > 0 else 0
 print(f"{name:<14} {layers if layers != '0' else 'all':>6} {bf16 / 1e6:9.0f} {f(dec_s):>11} "
       f"{n / pre_s if pre_s > 0 else 0:11.2f} {oracle:>11} {dec_s:11.3f} {dec_s / read_s:9.1f} "
-      f"{cpu_s:11.3f} {cpu_s / read_s:9.1f} {oracle_rd:>9} {load:>6}")
+      f"{cpu_s:11.3f} {cpu_s / read_s:9.1f} {oracle_rd:>9} {oracle_bf16:>9} {load:>6}")
 PY
 }
 
@@ -90,4 +92,5 @@ ORACLE_SRC=""
 row llama-3.2-1b "$llama_layers" --preset llama-3.2-1b
 echo "deployments in $out; 'x 1 read' = simulator host seconds per decode token / (bf16 bytes / bandwidth);"
 echo "'cpu s/tok' = CPU seconds per decode token (load-independent), 'cpu x rd' the same over one read;"
-echo "'orc x rd' = oracle seconds per decode token over one read of its weights as loaded (f32 for a quantized GGUF); load = 1-min load average"
+echo "'orc x rd' = oracle seconds per decode token over one read of its weights as loaded (a GGUF's Q4_0 / Q4_1 / Q8_0 blocks as stored);"
+echo "'orc x bf' = the same over one read of the bf16 weights; load = 1-min load average"

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "tessera/core/error.h"
+#include "tessera/core/quant_blocks.h"
 
 namespace tessera {
 
@@ -14,6 +15,10 @@ size_t dtype_size(DType d) {
     case DType::f32: return 4;
     case DType::bf16: return 2;
     case DType::f16: return 2;
+    case DType::q4_0:
+    case DType::q4_1:
+    case DType::q8_0:
+      throw_error<InternalError>("dtype_size: {} is a block format (dtype_block_bytes)", dtype_name(d));
   }
   throw InternalError("dtype_size: unknown dtype");
 }
@@ -23,6 +28,9 @@ std::string_view dtype_name(DType d) {
     case DType::f32: return "F32";
     case DType::bf16: return "BF16";
     case DType::f16: return "F16";
+    case DType::q4_0: return "Q4_0";
+    case DType::q4_1: return "Q4_1";
+    case DType::q8_0: return "Q8_0";
   }
   throw InternalError("dtype_name: unknown dtype");
 }
@@ -47,7 +55,22 @@ int64_t shape_numel(const Shape& s) {
 
 std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
 
+namespace {
+void check_blocks(DType dtype, const Shape& shape) {
+  if (!dtype_is_block(dtype)) return;
+  if (shape.empty() || shape.back() % kQuantBlock != 0)
+    throw_error<InputError>("a {} tensor of shape {} needs a last dimension of whole {}-element "
+                            "blocks", dtype_name(dtype), shape_str(shape), kQuantBlock);
+}
+}  // namespace
+
+size_t Tensor::nbytes() const {
+  if (!dtype_is_block(dtype_)) return static_cast<size_t>(numel()) * dtype_size(dtype_);
+  return static_cast<size_t>(numel() / kQuantBlock) * dtype_block_bytes(dtype_);
+}
+
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  check_blocks(dtype_, shape_);
   size_t n = nbytes();
   auto buf = std::shared_ptr<std::byte[]>(new std::byte[n == 0 ? 1 : n]());
   data_ = buf.get();
@@ -57,6 +80,7 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
 
 Tensor Tensor::view(DType dtype, Shape shape, const std::byte* data,
                     std::shared_ptr<const void> keepalive) {
+  check_blocks(dtype, shape);
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
@@ -80,6 +104,9 @@ std::byte* Tensor::mutable_bytes() {
 }
 
 Tensor Tensor::to(DType target) const {
+  if (dtype_is_block(target) && target != dtype_)
+    throw_error<UnsupportedError>("tensor of shape {}: no conversion from {} into the block "
+                                  "format {}", shape_str(shape_), dtype_name(dtype_), dtype_name(target));
   Tensor out(target, shape_);
   if (target == dtype_) {
     std::memcpy(out.data_, data_, nbytes());
@@ -88,7 +115,8 @@ Tensor Tensor::to(DType target) const {
   if (target == DType::f32) {  // straight into out: no FP32 temporary of the whole tensor
     auto o = out.as_mut<float>();
     if (dtype_ == DType::bf16) bf16_to_f32(as<bf16>(), o);
-    else f16_to_f32(as<uint16_t>(), o);
+    else if (dtype_ == DType::f16) f16_to_f32(as<uint16_t>(), o);
+    else dequantize_blocks(dtype_, data_, numel() / kQuantBlock, o.data());
     return out;
   }
   std::vector<float> f = to_f32_vector();
@@ -100,6 +128,9 @@ Tensor Tensor::to(DType target) const {
       for (size_t i = 0; i < f.size(); ++i) o[i] = f32_to_f16(f[i]);
       break;
     }
+    case DType::q4_0:
+    case DType::q4_1:
+    case DType::q8_0: break;  // refused above
   }
   return out;
 }
@@ -110,6 +141,9 @@ std::vector<float> Tensor::to_f32_vector() const {
     case DType::f32: std::memcpy(f.data(), data_, nbytes()); break;
     case DType::bf16: bf16_to_f32(as<bf16>(), f); break;
     case DType::f16: f16_to_f32(as<uint16_t>(), f); break;
+    case DType::q4_0:
+    case DType::q4_1:
+    case DType::q8_0: dequantize_blocks(dtype_, data_, numel() / kQuantBlock, f.data()); break;
   }
   return f;
 }

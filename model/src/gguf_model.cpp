@@ -104,20 +104,21 @@ ModelConfig gguf_config(const GgufFile& f) {
 }
 
 Tensor unpermute_qk_rows(const Tensor& t, int64_t n_head) {
-  TESSERA_CHECK(t.dtype() == DType::f32 && t.rank() == 2 && n_head > 0 &&
-                    t.dim(0) % (2 * n_head) == 0,
-                "unpermute_qk_rows needs F32 [n_head * head_dim, cols], got {} for {} heads",
+  TESSERA_CHECK(t.rank() == 2 && n_head > 0 && t.dim(0) % (2 * n_head) == 0,
+                "unpermute_qk_rows needs [n_head * head_dim, cols], got {} for {} heads",
                 shape_str(t.shape()), n_head);
-  const int64_t rows = t.dim(0), cols = t.dim(1), hd = rows / n_head, half = hd / 2;
-  Tensor out(DType::f32, t.shape());
-  auto src = t.as<float>();
-  auto dst = out.as_mut<float>();
+  // Whole rows move (a block format's blocks run along a row), so any dtype.
+  const int64_t rows = t.dim(0), hd = rows / n_head, half = hd / 2;
+  const size_t row_bytes = t.nbytes() / static_cast<size_t>(rows);
+  Tensor out(t.dtype(), t.shape());
+  const std::byte* src = t.bytes();
+  std::byte* dst = out.mutable_bytes();
   for (int64_t h = 0; h < n_head; ++h)
     for (int64_t a = 0; a < 2; ++a)
       for (int64_t b = 0; b < half; ++b) {
         const int64_t from = h * hd + 2 * b + a, to = h * hd + a * half + b;
-        std::memcpy(&dst[static_cast<size_t>(to * cols)], &src[static_cast<size_t>(from * cols)],
-                    static_cast<size_t>(cols) * sizeof(float));
+        std::memcpy(dst + static_cast<size_t>(to) * row_bytes, src + static_cast<size_t>(from) * row_bytes,
+                    row_bytes);
       }
   return out;
 }
@@ -136,7 +137,10 @@ Weights gguf_weights(const GgufFile& f, const ModelConfig& c) {
     if (t.shape() != s.shape)
       throw_error<TensorError>("{}: tensor '{}' ({}) has shape {}, expected {}", f.name(), t.name,
                                s.name, shape_str(t.shape()), shape_str(s.shape));
-    Tensor x = f.tensor_f32(t);
+    // The block formats stay as the file holds them (a view of the mapping):
+    // the oracle decodes them a block at a time and the packer row by row,
+    // so a Q4_1 model costs its file's bytes, not 4 bytes per parameter.
+    Tensor x = ggml_block_dtype(t.type) ? f.tensor_view(t) : f.tensor_f32(t);
     if (c.traits.gguf_qk_permuted && s.role == WeightRole::q_proj)
       x = unpermute_qk_rows(x, c.num_heads);
     else if (c.traits.gguf_qk_permuted && s.role == WeightRole::k_proj)
@@ -161,9 +165,15 @@ void convert_gguf(const std::filesystem::path& gguf, const std::filesystem::path
     entries.push_back({s.name, DType::bf16, s.shape});
     sources.push_back(&w.get(s.name));
   }
+  size_t wide_index = sources.size();  // the tensor `wide` holds decoded (chunks come in order)
+  Tensor wide;
   write_safetensors(out_dir / "model.safetensors", entries,
                     [&](size_t i, uint64_t offset, std::span<std::byte> out) {
-                      auto src = sources[i]->as<float>().subspan(offset / 2, out.size() / 2);
+                      if (i != wide_index) {
+                        wide = sources[i]->to(DType::f32);
+                        wide_index = i;
+                      }
+                      auto src = wide.as<float>().subspan(offset / 2, out.size() / 2);
                       f32_to_bf16(src, {reinterpret_cast<bf16*>(out.data()), src.size()});
                     },
                     {{"format", "pt"}});

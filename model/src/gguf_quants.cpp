@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "tessera/core/bf16.h"
+#include "tessera/core/quant_blocks.h"
+#include "tessera/core/tensor.h"
 #include "tessera/model/gguf.h"
 
 namespace tessera::model {
@@ -28,32 +30,11 @@ void deq_f32(const std::byte* s, float* d) { std::memcpy(d, s, 4); }
 void deq_f16(const std::byte* s, float* d) { *d = f16_at(s); }
 void deq_bf16(const std::byte* s, float* d) { *d = bf16_to_f32(bf16{u16_at(s)}); }
 
-// Q8_0: f16 d, 32 x int8.
-void deq_q8_0(const std::byte* s, float* out) {
-  const float d = f16_at(s);
-  for (int i = 0; i < 32; ++i) out[i] = static_cast<float>(static_cast<int8_t>(u8(s + 2, i))) * d;
-}
-
-// Q4_0: f16 d, 16 bytes; element i < 16 is the low nibble of byte i, element
-// 16 + i its high nibble; value d * (q - 8).
-void deq_q4_0(const std::byte* s, float* out) {
-  const float d = f16_at(s);
-  for (int i = 0; i < 16; ++i) {
-    const uint8_t b = u8(s + 2, i);
-    out[i] = d * static_cast<float>((b & 0x0F) - 8);
-    out[i + 16] = d * static_cast<float>((b >> 4) - 8);
-  }
-}
-
-// Q4_1: f16 d, f16 m, 16 bytes (nibble order as Q4_0); value d * q + m.
-void deq_q4_1(const std::byte* s, float* out) {
-  const float d = f16_at(s), m = f16_at(s + 2);
-  for (int i = 0; i < 16; ++i) {
-    const uint8_t b = u8(s + 4, i);
-    out[i] = d * static_cast<float>(b & 0x0F) + m;
-    out[i + 16] = d * static_cast<float>(b >> 4) + m;
-  }
-}
+// The 32-element block formats decode in core (quant_blocks.h), where the
+// oracle's GEMV decodes them too: one definition of their arithmetic.
+void deq_q8_0(const std::byte* s, float* out) { dequantize_blocks(DType::q8_0, s, 1, out); }
+void deq_q4_0(const std::byte* s, float* out) { dequantize_blocks(DType::q4_0, s, 1, out); }
+void deq_q4_1(const std::byte* s, float* out) { dequantize_blocks(DType::q4_1, s, 1, out); }
 
 // Q4_K: f16 d, f16 dmin, 12 bytes of 6-bit scales/mins for 8 sub-blocks of
 // 32, 128 bytes of nibbles. Sub-block j: scale/min bytes j (j < 4) or packed
@@ -169,6 +150,15 @@ const std::vector<GgmlTypeInfo>& ggml_types() {
   return v;
 }
 
+std::optional<DType> ggml_block_dtype(uint32_t type) {
+  switch (type) {
+    case 2: return DType::q4_0;
+    case 3: return DType::q4_1;
+    case 8: return DType::q8_0;
+    default: return std::nullopt;
+  }
+}
+
 void ggml_dequantize(uint32_t type, std::span<const std::byte> src, std::span<float> dst,
                      const std::string& what) {
   const TypeRow* r = row(type);
@@ -186,6 +176,8 @@ void ggml_dequantize(uint32_t type, std::span<const std::byte> src, std::span<fl
     throw_error<GgufError>("{}: {} elements of {} need {} bytes, got {}", what, dst.size(),
                            r->info.name, dst.size() / bs * ts, src.size());
   const size_t blocks = dst.size() / bs;
+  if (const std::optional<DType> d = ggml_block_dtype(type))
+    return dequantize_blocks(*d, src.data(), static_cast<int64_t>(blocks), dst.data());
   for (size_t b = 0; b < blocks; ++b) r->fn(src.data() + b * ts, dst.data() + b * bs);
 }
 

@@ -354,6 +354,16 @@ std::span<const std::byte> GgufFile::tensor_bytes(const GgufTensorInfo& t) const
   return bytes_.subspan(data_offset_ + t.offset, t.nbytes);
 }
 
+Tensor GgufFile::tensor_view(const GgufTensorInfo& t) const {
+  const std::optional<DType> d = ggml_block_dtype(t.type);
+  if (!d) {
+    const GgmlTypeInfo* info = ggml_type_info(t.type);
+    throw_error<UnsupportedError>("{}: tensor '{}' of type {} is not a block format kept as it is "
+                                  "(Q4_0, Q4_1, Q8_0)", name_, t.name, info ? info->name : "?");
+  }
+  return Tensor::view(*d, t.shape(), tensor_bytes(t).data(), owner_);
+}
+
 Tensor GgufFile::tensor_f32(const GgufTensorInfo& t) const {
   Tensor out(DType::f32, t.shape());
   ggml_dequantize(t.type, tensor_bytes(t), out.as_mut<float>(), name_ + ": tensor '" + t.name + "'");

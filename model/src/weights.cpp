@@ -1,5 +1,6 @@
 #include "tessera/model/weights.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <limits>
@@ -8,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "tessera/core/error.h"
+#include "tessera/core/quant_blocks.h"
 #include "tessera/core/threads.h"
 
 namespace tessera::model {
@@ -34,19 +36,54 @@ size_t first_non_finite(const std::byte* data, size_t n, T exp) {
   return n;
 }
 
+// A block format's values are finite exactly when its f16 scale words are
+// (the rest are integers): the first element of the first block whose scale
+// is not, or `end`.
+size_t first_non_finite_block(const Tensor& t, size_t begin, size_t end) {
+  size_t at[2];
+  const int scales = block_scale_offsets(t.dtype(), at);
+  const size_t bytes = dtype_block_bytes(t.dtype()), per = static_cast<size_t>(kQuantBlock);
+  for (size_t b = begin / per; b * per < end; ++b)
+    for (int j = 0; j < scales; ++j)
+      if (first_non_finite<uint16_t>(t.bytes() + b * bytes + at[j], 1, uint16_t{0x7c00}) == 0)
+        return std::max(begin, b * per);
+  return end;
+}
+
+// The non-finite f16 scale of the block holding element i, as bits.
+uint16_t block_scale_bits(const Tensor& t, size_t i) {
+  size_t at[2];
+  const int scales = block_scale_offsets(t.dtype(), at);
+  const std::byte* block = t.bytes() + i / static_cast<size_t>(kQuantBlock) * dtype_block_bytes(t.dtype());
+  uint16_t h = 0;
+  for (int j = 0; j < scales; ++j) {
+    std::memcpy(&h, block + at[j], 2);
+    if ((h & 0x7c00) == 0x7c00) break;
+  }
+  return h;
+}
+
 size_t first_non_finite(const Tensor& t, size_t begin, size_t end) {
+  if (dtype_is_block(t.dtype())) return first_non_finite_block(t, begin, end);
   const std::byte* p = t.bytes() + begin * dtype_size(t.dtype());
   const size_t n = end - begin;
   switch (t.dtype()) {
     case DType::f32: return begin + first_non_finite<uint32_t>(p, n, 0x7f800000u);
     case DType::bf16: return begin + first_non_finite<uint16_t>(p, n, uint16_t{0x7f80});
     case DType::f16: return begin + first_non_finite<uint16_t>(p, n, uint16_t{0x7c00});
+    case DType::q4_0:
+    case DType::q4_1:
+    case DType::q8_0: break;  // above
   }
   return end;
 }
 
 // "NaN", "+Inf" or "-Inf" for element i, known to be non-finite.
 std::string non_finite_name(const Tensor& t, size_t i) {
+  if (dtype_is_block(t.dtype())) {
+    const uint16_t h = block_scale_bits(t, i);
+    return fmt::format("{} (its block's f16 scale)", (h & 0x3ff) ? "NaN" : (h >> 15) ? "-Inf" : "+Inf");
+  }
   const size_t w = dtype_size(t.dtype());
   uint32_t bits = 0;
   std::memcpy(&bits, t.bytes() + i * w, w);  // little-endian: the low bytes of `bits`

@@ -15,6 +15,8 @@
 #include "tessera/core/bf16.h"
 #include "tessera/core/bf16x16.h"
 #include "tessera/core/error.h"
+#include "tessera/core/quant_blocks.h"
+#include "tessera/core/quant_blocks_avx2.h"
 #include "tessera/core/threads.h"
 #include "tessera/oracle/ops.h"
 
@@ -37,6 +39,14 @@ void rows_to_f32(const Tensor& t, int64_t row0, int64_t n, float* dst) {
     case DType::f16:
       f16_to_f32(t.as<uint16_t>().subspan(first, count), out);
       break;
+    case DType::q4_0:
+    case DType::q4_1:
+    case DType::q8_0: {
+      const int64_t per_row = width / kQuantBlock;
+      dequantize_blocks(t.dtype(), t.bytes() + static_cast<size_t>(row0 * per_row) * dtype_block_bytes(t.dtype()),
+                        n * per_row, dst);
+      break;
+    }
   }
 }
 
@@ -226,6 +236,32 @@ template <int R, class W>
   gemv_range<Lanes::interleaved>(x, xp, in, w, rows, y);
 }
 
+// Block-format rows (Q4_0 / Q4_1 / Q8_0) decoded in registers, a block of 32
+// columns at a time, into the same natural lanes and the same sums as
+// gemv_range_f32() on the decoded rows: columns k..k+7 of every 16 into lanes
+// 0-7, k+8..k+15 into 8-15, product rounded, then added (in is a whole number
+// of blocks, so there is no ragged tail).
+[[gnu::target("avx2")]] void gemv_range_blocks_avx2(DType d, const float* x, int64_t in,
+                                                    const std::byte* w, int64_t rows, float* y) {
+  const size_t row_bytes = static_cast<size_t>(in / kQuantBlock) * dtype_block_bytes(d);
+  const size_t block_bytes = dtype_block_bytes(d);
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::byte* row = w + static_cast<size_t>(r) * row_bytes;
+    __builtin_prefetch(row + row_bytes);
+    f32x8 acc[2] = {};
+    for (int64_t k = 0; k < in; k += kQuantBlock) {
+      __m256 v[4];
+      quant::decode_block_avx2(d, row + static_cast<size_t>(k / kQuantBlock) * block_bytes, v);
+      for (int g = 0; g < 4; ++g) {
+        f32x8 xv;
+        std::memcpy(&xv, x + k + 8 * g, sizeof xv);
+        acc[g % 2] += reinterpret_cast<const f32x8&>(v[g]) * xv;
+      }
+    }
+    y[r] = fold<Lanes::natural>(acc[0], acc[1]);
+  }
+}
+
 // x with each whole group of 16 columns in the interleaved lanes' positions.
 std::vector<float> interleave_x(const float* x, int64_t in) {
   std::vector<float> xp(static_cast<size_t>(in));
@@ -263,12 +299,25 @@ void gemv_any(const float* x, int64_t in, const Tensor* w, const float* wf, int6
     }, chunk_rows(in, 2));
     return;
   }
-  // f16 has no shift-only widening: a chunk of rows goes through a buffer.
-  const size_t chunk = chunk_rows(in, 4);
+  // A block format is decoded in registers where the CPU has AVX2: memory is
+  // read once, in the stored format (for Q4_1 a sixth of f32).
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  const bool blocks = dtype_is_block(w->dtype());
+  if (blocks && avx2) {
+    const size_t row_bytes = static_cast<size_t>(in / kQuantBlock) * dtype_block_bytes(w->dtype());
+    parallel_for(static_cast<size_t>(out), [&](size_t r0, size_t r1) {
+      gemv_range_blocks_avx2(w->dtype(), x, in, w->bytes() + r0 * row_bytes, static_cast<int64_t>(r1 - r0), y + r0);
+    }, chunk_rows(in, 1));
+    return;
+  }
+  // f16 has no shift-only widening, and without AVX2 a block format is
+  // decoded a few rows at a time: both through a buffer that stays in cache.
+  const size_t chunk = blocks ? chunk_rows(in, 1) : chunk_rows(in, 4);
+  const size_t step = blocks ? 4 : chunk;
   parallel_for(static_cast<size_t>(out), [&](size_t r0, size_t r1) {
-    std::vector<float> buf(std::min(chunk, r1 - r0) * static_cast<size_t>(in));
-    for (size_t b = r0; b < r1; b += chunk) {
-      const int64_t n = static_cast<int64_t>(std::min(chunk, r1 - b));
+    std::vector<float> buf(std::min(step, r1 - r0) * static_cast<size_t>(in));
+    for (size_t b = r0; b < r1; b += step) {
+      const int64_t n = static_cast<int64_t>(std::min(step, r1 - b));
       rows_to_f32(*w, static_cast<int64_t>(b), n, buf.data());
       gemv_range_f32(x, in, buf.data(), n, y + b);
     }

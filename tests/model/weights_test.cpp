@@ -107,6 +107,22 @@ TEST(Weights, NonFiniteElementIsNamedWithItsIndex) {
   expect_error<TensorError>([&] { one.check_finite("m"); }, {"'x' element [2]", "-Inf"});
 }
 
+// A block format is finite exactly where its f16 scales are: an Inf m of a
+// Q4_1 block (its second scale) is named at the block's first element, and
+// zeroed blocks (scale 0) pass.
+TEST(Weights, NonFiniteBlockScaleIsNamed) {
+  Tensor q(DType::q4_1, {2, 64});  // 4 blocks of 20 bytes
+  const uint16_t plus_inf = 0x7c00;
+  std::memcpy(q.mutable_bytes() + 3 * 20 + 2, &plus_inf, 2);  // block 3 = row 1, columns 32..63
+  Weights one;
+  one.add("q", std::move(q));
+  expect_error<TensorError>([&] { one.check_finite("m"); },
+                            {"'q' element [1, 32]", "flat index 96", "+Inf (its block's f16 scale)"});
+  Weights zero;
+  zero.add("q", Tensor(DType::q8_0, {3, 32}));
+  EXPECT_NO_THROW(zero.check_finite("m"));
+}
+
 TEST(Weights, DuplicateAdd) {
   Weights w;
   w.add("x", Tensor(DType::f32, {1}));

@@ -15,6 +15,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tessera/model/gguf.h"
+#include "tessera/model/gguf_model.h"
 #include "tessera/model/model_dir.h"
 #include "tessera/model/safetensors.h"
 #include "tessera/oracle/oracle.h"
@@ -82,6 +84,35 @@ TEST(SmolLM2Gguf, OracleMatchesTransformers) {
                                  << gaps[s] << ")";
       logits = oracle.forward(std::span(&next, 1), cache);
     }
+  }
+}
+
+// The file's Q4_1 / Q8_0 tensors stay as it holds them (views of the mapping,
+// q / k rows unpermuted block row by block row), decode to the values the f32
+// path gave, and the oracle computes the same bits from them as from an f32
+// copy of every weight: prefill (sgemm on the decoded matrix) and decode
+// steps (the GEMV decoding a few rows at a time).
+TEST(SmolLM2Gguf, BlockTensorsStayQuantizedAndGiveTheF32Bits) {
+  if (!fs::exists(kModel)) GTEST_SKIP() << kModel << " is absent: run scripts/fetch-models";
+  const model::ModelDir m = model::load_model(kModel);
+  const model::GgufFile file = model::GgufFile::open(kModel);
+  const Tensor& q = m.weights.get("model.layers.3.self_attn.q_proj.weight");
+  EXPECT_EQ(q.dtype(), DType::q4_1);
+  EXPECT_EQ(m.weights.get("model.embed_tokens.weight").dtype(), DType::q8_0);
+  const Tensor q_f32 = model::unpermute_qk_rows(file.tensor_f32(*file.find_tensor("blk.3.attn_q.weight")),
+                                               m.config.num_heads);
+  EXPECT_EQ(q.to_f32_vector(), q_f32.to_f32_vector());
+
+  model::Weights wide;
+  for (const std::string& name : m.weights.names()) wide.add(name, m.weights.get(name).to(DType::f32));
+  const Oracle quantized(m.config, m.weights), full(m.config, wide);
+  KvCache ca = quantized.new_cache(), cb = full.new_cache();
+  std::vector<int32_t> ids = {1, 504, 3458, 282, 4132, 30};
+  for (int step = 0; step < 4; ++step) {
+    const Tensor a = quantized.forward(ids, ca), b = full.forward(ids, cb);
+    ASSERT_EQ(a.to_f32_vector(), b.to_f32_vector()) << "step " << step;
+    ids = {static_cast<int32_t>(std::max_element(a.as<float>().begin(), a.as<float>().end()) -
+                                a.as<float>().begin())};
   }
 }
 

@@ -13,11 +13,16 @@
 
 namespace tessera {
 
-enum class DType { f32, bf16, f16 };
+// q4_0 / q4_1 / q8_0: ggml's 32-element blocks along the last dimension, kept
+// as a GGUF file holds them (core/quant_blocks.h); to() / to_f32_vector()
+// decode them, and as<T>() views their raw block bytes.
+enum class DType { f32, bf16, f16, q4_0, q4_1, q8_0 };
 
+// Bytes per element; InternalError for a block format (dtype_block_bytes).
 size_t dtype_size(DType d);
-std::string_view dtype_name(DType d);  // "F32", "BF16", "F16" (safetensors spelling)
-DType dtype_from_name(std::string_view s);  // throws InputError naming s
+// "F32", "BF16", "F16" (safetensors spelling); "Q4_0", "Q4_1", "Q8_0" (ggml's).
+std::string_view dtype_name(DType d);
+DType dtype_from_name(std::string_view s);  // safetensors dtypes only; throws InputError naming s
 
 using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& s);
@@ -26,7 +31,8 @@ std::string shape_str(const Shape& s);  // "[2048, 8192]"
 class Tensor {
  public:
   Tensor() = default;
-  // Owning, zero-initialised.
+  // Owning, zero-initialised. A block dtype needs a last dimension that is a
+  // whole number of blocks (InputError otherwise), as does view().
   Tensor(DType dtype, Shape shape);
   // Non-owning view; `keepalive` holds whatever owns `data`.
   static Tensor view(DType dtype, Shape shape, const std::byte* data,
@@ -38,7 +44,7 @@ class Tensor {
   int64_t dim(size_t i) const { return shape_.at(i); }
   size_t rank() const { return shape_.size(); }
   int64_t numel() const { return shape_numel(shape_); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  size_t nbytes() const;
   bool empty() const { return data_ == nullptr; }
 
   const std::byte* bytes() const { return data_; }
@@ -52,7 +58,8 @@ class Tensor {
     return {reinterpret_cast<T*>(mutable_bytes()), nbytes() / sizeof(T)};
   }
 
-  // Converted copy (exact for bf16/f16 -> f32; RNE for f32 -> bf16/f16).
+  // Converted copy (exact for bf16/f16/block -> f32; RNE for f32 -> bf16/f16;
+  // no conversion into a block format).
   Tensor to(DType target) const;
   std::vector<float> to_f32_vector() const;
 

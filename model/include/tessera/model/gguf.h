@@ -72,6 +72,10 @@ const std::vector<GgmlTypeInfo>& ggml_types();
 // exactly n / block_size blocks) into f32, bit-exact with gguf-py's
 // dequantize(). `what` names the tensor in errors (UnsupportedError for a type
 // without a dequantizer, GgufError for a size mismatch).
+// The Tensor block dtype (Q4_0, Q4_1, Q8_0) a ggml type is kept in as it is
+// in the file, or nullopt when tensors of that type are decoded to F32.
+std::optional<DType> ggml_block_dtype(uint32_t type);
+
 void ggml_dequantize(uint32_t type, std::span<const std::byte> src, std::span<float> dst,
                      const std::string& what);
 
@@ -118,6 +122,10 @@ class GgufFile {
   std::span<const std::byte> tensor_bytes(const GgufTensorInfo& t) const;
   // Dequantized to F32 in row-major shape().
   Tensor tensor_f32(const GgufTensorInfo& t) const;
+  // A read-only view of a block-format tensor's bytes in the mapped file
+  // (ggml_block_dtype), shape(): nothing decoded or copied; the view keeps the
+  // mapping alive. UnsupportedError for any other type.
+  Tensor tensor_view(const GgufTensorInfo& t) const;
 
  private:
   std::string name_;

@@ -32,15 +32,17 @@ namespace detail {
 void gemv_bf16_baseline(const float* x, int64_t in, const bf16* w, int64_t rows, float* y);
 }  // namespace detail
 
-// linear() with W a 2-D F32, BF16 or F16 tensor (out, in), never converted
-// whole when rows == 1: gemv() reads bf16 rows in place (widened in a
-// register: exact) and f16 rows through a small buffer, so every bit of y is
-// that of linear() on the widened matrix. rows > 1 (sgemm) widens the whole
+// linear() with W a 2-D F32, BF16, F16 or block-format (Q4_0, Q4_1, Q8_0)
+// tensor (out, in), never converted whole when rows == 1: gemv() reads bf16
+// rows in place (widened in a register: exact), f16 and block rows decoded a
+// few at a time into a buffer that stays in cache, so every bit of y is that
+// of linear() on the decoded matrix. rows > 1 (sgemm) widens the whole
 // matrix for the call.
 void linear(const float* x, int64_t rows, int64_t in, const Tensor& w, int64_t out,
             const float* bias, float* y);
 
-// Rows [row0, row0 + n) of a 2-D F32 / BF16 / F16 tensor as f32 (exact).
+// Rows [row0, row0 + n) of a 2-D tensor as f32 (exact widening, or the
+// block format's decoding).
 void rows_to_f32(const Tensor& t, int64_t row0, int64_t n, float* dst);
 
 // HF LlamaRMSNorm in fp32: y = x * rsqrt(mean(x^2) + eps) * w, applied to each
