@@ -7,26 +7,6 @@
 
 namespace tessera {
 
-float f16_to_f32(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t man = h & 0x3ffu;
-  uint32_t out;
-  if (exp == 0) {
-    if (man == 0) {
-      out = sign;
-    } else {  // subnormal half: value = man * 2^-24, exact in fp32
-      float v = std::ldexp(static_cast<float>(man), -24);
-      return sign ? -v : v;
-    }
-  } else if (exp == 31) {
-    out = sign | 0x7f800000u | (man << 13);
-  } else {
-    out = sign | ((exp + 112u) << 23) | (man << 13);
-  }
-  return std::bit_cast<float>(out);
-}
-
 uint16_t f32_to_f16(float f) {
   uint32_t u = std::bit_cast<uint32_t>(f);
   uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);

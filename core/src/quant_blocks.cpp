@@ -19,7 +19,6 @@ namespace tessera {
 namespace {
 
 using quant::half_at;
-using quant::half_to_f32;
 
 // ---- portable: plain loops, one block each ----
 
@@ -97,8 +96,6 @@ void dequantize_blocks(DType d, const std::byte* src, int64_t blocks, float* dst
   TESSERA_CHECK(blocks >= 0, "dequantize_blocks: {} blocks", blocks);
   decode(d, src, blocks, dst);
 }
-
-float f16_to_f32_inline(uint16_t h) { return half_to_f32(h); }
 
 namespace detail {
 void dequantize_blocks_portable(DType d, const std::byte* src, int64_t blocks, float* dst) {

@@ -32,7 +32,17 @@ inline bf16 f32_to_bf16(float f) {
 // Round an fp32 value to the nearest bf16 value, returned as fp32.
 inline float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 
-float f16_to_f32(uint16_t h);
+// IEEE half -> f32, exact, without a call or a branch on the common path
+// (GEMV kernels convert a block scale per 32 weights): the 15 bits of
+// exponent and mantissa shifted into an f32's place and scaled by 2^112 (the
+// exponent bias difference) give every normal and subnormal half; Inf / NaN
+// (exponent all ones) keep an all-ones exponent and the mantissa bits.
+inline float f16_to_f32(uint16_t h) {
+  const uint32_t em = h & 0x7fffu;
+  float f = std::bit_cast<float>(em << 13) * 0x1p112f;
+  if (em >= 0x7c00u) f = std::bit_cast<float>((em << 13) | 0x7f800000u);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(f) | (static_cast<uint32_t>(h & 0x8000u) << 16));
+}
 uint16_t f32_to_f16(float f);  // round-to-nearest-even, overflow -> inf
 
 // Bulk conversions (vectorizable loops; used on hot paths).

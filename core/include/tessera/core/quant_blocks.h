@@ -37,8 +37,4 @@ namespace detail {
 void dequantize_blocks_portable(DType d, const std::byte* src, int64_t blocks, float* dst);
 }  // namespace detail
 
-// The decoder's own f16 -> f32 (the scales), exposed for its test against
-// f16_to_f32().
-float f16_to_f32_inline(uint16_t h);
-
 }  // namespace tessera

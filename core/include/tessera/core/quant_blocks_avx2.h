@@ -7,31 +7,19 @@
 // CPU that has AVX2.
 #include <immintrin.h>
 
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#include "tessera/core/bf16.h"
 #include "tessera/core/tensor.h"
 
 namespace tessera::quant {
 
-// f16 -> f32 without a call or a branch on the common path: the 15 bits of
-// exponent and mantissa shifted into an f32's place and scaled by 2^112 (the
-// exponent bias difference) give every normal and subnormal half exactly;
-// Inf / NaN (exponent all ones) keep an all-ones exponent. Equal to
-// f16_to_f32() on all 65536 inputs (tests/core/quant_blocks_test.cpp).
-[[gnu::always_inline]] inline float half_to_f32(uint16_t h) {
-  const uint32_t em = h & 0x7fffu;
-  float f = std::bit_cast<float>(em << 13) * 0x1p112f;
-  if (em >= 0x7c00u) f = std::bit_cast<float>((em << 13) | 0x7f800000u);
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(f) | (static_cast<uint32_t>(h & 0x8000u) << 16));
-}
-
 [[gnu::always_inline]] inline float half_at(const std::byte* p) {
   uint16_t v;
   std::memcpy(&v, p, 2);
-  return half_to_f32(v);
+  return f16_to_f32(v);
 }
 
 // q8_0 q * d; q4_0 d * (q - 8) (the subtraction in integers, as numpy's);
