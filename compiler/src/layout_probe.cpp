@@ -115,6 +115,33 @@ void put_bf16(std::vector<std::byte>& buf, int64_t slot, float v) {
   std::memcpy(buf.data() + slot * 2, &b, 2);
 }
 
+// Slot e of `buf` (global slot s0 + e) gets the bf16 bits of digit + 1,
+// digit = ((s0 + e) >> shift) & 255: for shift 0 a 256-slot period, copied a
+// period at a time; above it runs of 2^shift equal slots, filled a run at a
+// time (a decode token probes resident caches of ~10^6 slots, three digits).
+void fill_digit(std::vector<std::byte>& buf, int64_t s0, int shift) {
+  static const std::array<uint16_t, 512> bits = [] {
+    std::array<uint16_t, 512> b{};
+    for (int d = 0; d < 512; ++d) b[static_cast<size_t>(d)] = f32_to_bf16(static_cast<float>(d % 256 + 1)).bits;
+    return b;
+  }();
+  auto* dst = reinterpret_cast<uint16_t*>(buf.data());
+  const auto count = static_cast<int64_t>(buf.size() / 2);
+  for (int64_t e = 0; e < count;) {
+    const int64_t s = s0 + e;
+    if (shift == 0) {
+      const int64_t len = std::min<int64_t>(256, count - e);
+      std::copy_n(bits.begin() + (s & 255), len, dst + e);
+      e += len;
+      continue;
+    }
+    const int64_t run = (int64_t{1} << shift) - (s & ((int64_t{1} << shift) - 1));
+    const int64_t len = std::min(run, count - e);
+    std::fill_n(dst + e, len, bits[static_cast<size_t>((s >> shift) & 255)]);
+    e += len;
+  }
+}
+
 }  // namespace
 
 ProbeResult probe_weight(const kernels::BuiltOp& op, size_t input) {
@@ -158,8 +185,6 @@ ProbeResult probe_output(const kernels::BuiltOp& op, size_t output) {
   // The bf16 bits of digit + 1 (1..256, all bf16-exact), looked up instead
   // of converted per slot: a decode token probes the new attention and
   // kv_append designs, whose resident cache buffers hold ~10^6 slots each.
-  std::array<uint16_t, 256> digit_bits;
-  for (int d = 0; d < 256; ++d) digit_bits[d] = f32_to_bf16(static_cast<float>(d + 1)).bits;
   int64_t scale = 1;
   for (int digit = 0, shift = 0; scale < slots || digit == 0; ++digit, scale *= 256, shift += 8) {
     npu::HostMemory host;
@@ -167,8 +192,8 @@ ProbeResult probe_output(const kernels::BuiltOp& op, size_t output) {
     for (const auto& [name, bytes] : bufs) {
       auto& buf = host[name];
       buf.resize(static_cast<size_t>(bytes));
-      for (int64_t e = 0; e < bytes / 2; ++e, ++s)  // digit (s / scale) % 256 of slot s
-        std::memcpy(buf.data() + e * 2, &digit_bits[static_cast<size_t>((s >> shift) & 255)], 2);
+      fill_digit(buf, s, shift);
+      s += bytes / 2;
     }
     const std::vector<float> got = op.unpack(output, host);
     if (static_cast<int64_t>(got.size()) != n) return opaque;

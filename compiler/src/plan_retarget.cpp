@@ -37,15 +37,25 @@ void check_same_structure(const Graph& base, const Graph& next) {
 }  // namespace
 
 Plan retarget(const Plan& base, const model::ModelConfig& config, int64_t past, DesignCache& cache) {
-  if (past < 0 || base.seq + past > base.context)
-    throw_error<UsageError>("retarget {}: S={} + P={} positions exceed the plan context {}",
-                            base.model, base.seq, past, base.context);
-  TESSERA_CHECK(base.spec == cache.spec().name, "retarget {}: plan for spec {}, cache for {}",
-                base.model, base.spec, cache.spec().name);
   Plan p = base;
+  retarget_in_place(p, config, past, cache);
+  return p;
+}
+
+// In place, a launch is rebuilt when its shape differs from the one it has
+// now; its tiles are never changed, so moving P0 -> P1 -> P2 gives the plan
+// P0 -> P2 would.
+void retarget_in_place(Plan& p, const model::ModelConfig& config, int64_t past, DesignCache& cache) {
+  if (past < 0 || p.seq + past > p.context)
+    throw_error<UsageError>("retarget {}: S={} + P={} positions exceed the plan context {}",
+                            p.model, p.seq, past, p.context);
+  TESSERA_CHECK(p.spec == cache.spec().name, "retarget {}: plan for spec {}, cache for {}",
+                p.model, p.spec, cache.spec().name);
+  const int64_t from = p.past;
+  Graph next = build_graph(config, p.seq, past);
+  check_same_structure(p.graph, next);
   p.past = past;
-  p.graph = build_graph(config, base.seq, past);
-  check_same_structure(base.graph, p.graph);
+  p.graph = std::move(next);
   bool resized = false;
   for (Step& s : p.steps)
     for (Launch& l : s.launches) {
@@ -73,8 +83,7 @@ Plan retarget(const Plan& base, const model::ModelConfig& config, int64_t past, 
   }
   update_costs(p, cache.spec());
   if (const std::string bad = verify_plan(p); !bad.empty())
-    throw_error<InternalError>("retarget {} from P={} to P={}: {}", p.model, base.past, past, bad);
-  return p;
+    throw_error<InternalError>("retarget {} from P={} to P={}: {}", p.model, from, past, bad);
 }
 
 }  // namespace tessera::compiler

@@ -87,10 +87,10 @@ Session::Session(const model::ModelConfig& config,
   v_cache_.assign(n, {});
   // Fail at construction, not at the first decode, when the weights were
   // packed for other plans (another model, spec or style).
-  decode_base_ = std::make_unique<compiler::Plan>(lower_plan(1, 0));
+  decode_plan_ = std::make_shared<compiler::Plan>(lower_plan(1, 0));
   decode_bucket_ = std::bit_width(1u);
-  weights_->check_covers({decode_base_.get()});
-  if (opts_.resident_decode_bytes > 0) weights_->keep_resident(*decode_base_, opts_.resident_decode_bytes);
+  weights_->check_covers({decode_plan_.get()});
+  if (opts_.resident_decode_bytes > 0) weights_->keep_resident(*decode_plan_, opts_.resident_decode_bytes);
 }
 
 compiler::Plan Session::lower_plan(int64_t seq, int64_t past) {
@@ -106,14 +106,32 @@ compiler::Plan Session::lower_plan(int64_t seq, int64_t past) {
 // of two) and retargeted to each position inside it: only the attention and
 // kv_append launches change between positions, and the pass pipeline's
 // greedy trials cost as much host time as simulating the token.
-compiler::Plan Session::decode_plan(int64_t past) {
+// In place: a copy of the plan per token (every launch's timing, channels
+// and names) cost as much host time as the retarget itself.
+const compiler::Plan& Session::decode_plan(int64_t past) {
   const int bucket = std::bit_width(static_cast<uint64_t>(past + 1));
-  if (decode_base_ == nullptr || bucket != decode_bucket_) {
-    decode_base_ = std::make_unique<compiler::Plan>(lower_plan(1, past));
+  if (decode_plan_ == nullptr || bucket != decode_bucket_) {
+    decode_plan_.reset();
+    decode_plan_ = std::make_shared<compiler::Plan>(lower_plan(1, past));
     decode_bucket_ = bucket;
-    return *decode_base_;
+    return *decode_plan_;
   }
-  return compiler::retarget(*decode_base_, config_, past, *cache_);
+  if (decode_plan_->past == past) return *decode_plan_;
+  try {
+    compiler::retarget_in_place(*decode_plan_, config_, past, *cache_);
+  } catch (...) {
+    // Part-way: lowered afresh by the next call, and no longer the last call's.
+    if (last_plan_ == decode_plan_) last_plan_.reset();
+    decode_plan_.reset();
+    throw;
+  }
+  return *decode_plan_;
+}
+
+const compiler::Plan& Session::last_plan() const {
+  if (last_plan_ == nullptr)
+    throw_error<UsageError>("session {}: no call has completed, so there is no last plan", config_.name);
+  return *last_plan_;
 }
 
 void Session::reset() {
@@ -192,7 +210,12 @@ std::vector<float> Session::forward(std::span<const int32_t> tokens, int64_t rea
   const auto t0 = Clock::now();
   const auto S = static_cast<int64_t>(tokens.size());
   const int64_t P = position_, kvd = config_.kv_dim();
-  compiler::Plan plan = S == 1 ? decode_plan(P) : lower_plan(S, P);
+  // A decode token runs the session's own decode plan (no copy); a prefill its own.
+  std::shared_ptr<const compiler::Plan> owned;
+  if (S == 1) decode_plan(P);
+  else owned = std::make_shared<const compiler::Plan>(lower_plan(S, P));
+  const std::shared_ptr<const compiler::Plan> plan_ptr = S == 1 ? decode_plan_ : owned;
+  const compiler::Plan& plan = *plan_ptr;
   weights_->check_covers({&plan});  // InputError naming a missing layout
   std::set<std::string> keep = opts_.keep;
   keep.insert("logits");
@@ -228,7 +251,7 @@ std::vector<float> Session::forward(std::span<const int32_t> tokens, int64_t rea
   if (!(mutant_on(Mutant::session_stuck_pos) && real == 1 && P > 0 && !stuck_once_)) position_ += real;
   else stuck_once_ = true;
   last_values_ = std::move(res.values);
-  last_plan_ = std::make_unique<compiler::Plan>(std::move(plan));
+  last_plan_ = plan_ptr;
   last_timing_ = CallTiming{real, S, res.predicted_seconds,
                             std::chrono::duration<double>(Clock::now() - t0).count()};
   return logits;

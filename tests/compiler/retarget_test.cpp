@@ -77,6 +77,29 @@ TEST(Retarget, KeepsTheBasePlansDecisionsAtTheNewShapes) {
   }
 }
 
+// A session retargets one plan in place from token to token: after a chain
+// P0 -> P1 -> ... -> Pn it is the plan retarget() makes from P0 to Pn (the
+// arena included), also where the cache's layout makes the activations
+// change size (qwen2.5-0.5b), and a chain that revisits a position returns
+// to that position's plan.
+TEST(Retarget, InPlaceChainIsTheDirectRetarget) {
+  for (const char* preset : {"smollm2-135m", "qwen2.5-0.5b"}) {
+    const model::ModelConfig c = testing_util::small_vocab(preset, 2);
+    for (const Bucket& b : kBuckets) {
+      const Plan base = lower_at(c, b.base, PlanStyle::standard, 96);
+      Plan chained = base;
+      for (const int64_t P : b.targets) {
+        retarget_in_place(chained, c, P, cache());
+        const Plan direct = retarget(base, c, P, cache());
+        EXPECT_EQ(chained.dump(), direct.dump()) << preset << " " << b.base << " -> " << P;
+        EXPECT_EQ(chained.predicted_seconds(), direct.predicted_seconds()) << preset << " " << P;
+      }
+      retarget_in_place(chained, c, b.base, cache());
+      EXPECT_EQ(chained.dump(), base.dump()) << preset << " back to " << b.base;
+    }
+  }
+}
+
 TEST(Retarget, RefusesPositionsPastTheContextAndAnotherModelsGraph) {
   const model::ModelConfig c = testing_util::small_vocab("tiny", 2);
   const Plan base = lower_at(c, 3, PlanStyle::standard, 32);

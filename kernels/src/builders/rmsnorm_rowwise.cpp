@@ -227,6 +227,16 @@ int64_t rowwise_out_index(const RowwiseSpec& s, int64_t row, int64_t col) {
   return (col / s.out_unit * s.out_rows + row) * s.out_unit + col % s.out_unit;
 }
 
+// The first n row-major elements of a zero-copy out_host as runs contiguous
+// in both: fn(flat index, index in out_host, length). A run is a row, or a
+// head's out_unit columns of it in a head-major layout.
+template <typename Fn>
+void for_out_runs(const RowwiseSpec& s, int64_t n, Fn&& fn) {
+  const int64_t unit = s.out_unit > 0 ? s.out_unit : s.cols;
+  for (int64_t flat = 0; flat < n; flat += unit)
+    fn(flat, rowwise_out_index(s, flat / s.cols, flat % s.cols), std::min(unit, n - flat));
+}
+
 npu::Design make_rowwise_design(const RowwiseSpec& s, const RowwisePlan& p,
                                 const npu::DeviceSpec& spec) {
   if (s.rowmajor) return make_rowmajor_design(s, p, spec);
@@ -391,8 +401,7 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
     const RowwisePlan& pl = *p;
     const RowwiseSpec& rs = *sp;
     if (role.role == RowwiseInput::Role::constant) {
-      bf16* w = host_bf16(*d, "w", host);
-      for (size_t i = 0; i < v.size(); ++i) w[i] = f32_to_bf16(v[i]);
+      f32_to_bf16(v, std::span<bf16>(host_bf16(*d, "w", host), v.size()));
       return;
     }
     if (role.role == RowwiseInput::Role::side) {
@@ -416,7 +425,10 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
     if (role.role == RowwiseInput::Role::out_init) {
       bf16* o = host_bf16(*d, rs.out_host, host);
       const auto n = static_cast<int64_t>(v.size());
-      for (int64_t i = 0; i < n; ++i) o[rowwise_out_index(rs, i / rs.cols, i % rs.cols)] = f32_to_bf16(v[i]);
+      for_out_runs(rs, n, [&](int64_t flat, int64_t at, int64_t len) {
+        f32_to_bf16(v.subspan(static_cast<size_t>(flat), static_cast<size_t>(len)),
+                    std::span<bf16>(o + at, static_cast<size_t>(len)));
+      });
       // Padded stream rows carry the rows they will overwrite.
       for (int c = 0; c < pl.C; ++c) {
         bf16* dst = host_bf16(*d, fmt::format("in_c{}", c), host);
@@ -429,8 +441,7 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
       return;
     }
     if (rs.rowmajor) {
-      bf16* dst = host_bf16(*d, rowmajor_in(role.index), host);
-      for (size_t i = 0; i < v.size(); ++i) dst[i] = f32_to_bf16(v[i]);
+      f32_to_bf16(v, std::span<bf16>(host_bf16(*d, rowmajor_in(role.index), host), v.size()));
       return;
     }
     const int64_t shift = role.index * pl.R * pl.m * pl.wt;  // stream p's objects
@@ -455,8 +466,14 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
     }
     if (!rs.out_host.empty() || rs.rowmajor) {
       const bf16* o = host_bf16(*d, rs.rowmajor ? std::string("y_rows") : rs.out_host, host);
-      for (int64_t i = 0; i < out_numel; ++i)
-        y[i] = bf16_to_f32(o[rs.rowmajor ? i : rowwise_out_index(rs, i / rs.cols, i % rs.cols)]);
+      if (rs.rowmajor) {
+        bf16_to_f32(std::span<const bf16>(o, y.size()), y);
+        return y;
+      }
+      for_out_runs(rs, out_numel, [&](int64_t flat, int64_t at, int64_t len) {
+        bf16_to_f32(std::span<const bf16>(o + at, static_cast<size_t>(len)),
+                    std::span<float>(y).subspan(static_cast<size_t>(flat), static_cast<size_t>(len)));
+      });
       return y;
     }
     for (int c = 0; c < pl.C; ++c) {

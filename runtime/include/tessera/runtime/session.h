@@ -117,7 +117,8 @@ class Session {
   // Values kept from the last call (SessionOptions::keep), named as in executor.h.
   const Values& last_values() const { return last_values_; }
   // Plan of the last call (for reports).
-  const compiler::Plan& last_plan() const { return *last_plan_; }
+  // UsageError before the first call has completed.
+  const compiler::Plan& last_plan() const;
 
  private:
   // Runs `tokens` (the first `real` of them real, the rest bucket padding) at
@@ -126,7 +127,9 @@ class Session {
   Values forward_inputs(std::span<const int32_t> tokens);  // lends the KV cache vectors
   void give_back_caches(Values& inputs);  // takes them back, sized to position_ rows
   compiler::Plan lower_plan(int64_t seq, int64_t past);
-  compiler::Plan decode_plan(int64_t past);  // one token at `past`: retargeted within a bucket
+  // One token at `past`: the bucket's plan, retargeted in place (valid until
+  // the next call).
+  const compiler::Plan& decode_plan(int64_t past);
   void check_tokens(std::span<const int32_t> tokens) const;
   void check_room(int64_t n, const char* what) const;  // ContextFullError
 
@@ -144,10 +147,12 @@ class Session {
   std::vector<std::vector<float>> k_cache_, v_cache_;
   CallTiming last_timing_;
   Values last_values_;
-  std::unique_ptr<compiler::Plan> last_plan_;
-  // The decode plan fully lowered at the first position of the current
-  // bucket of cache lengths (decode_plan), and that bucket.
-  std::unique_ptr<compiler::Plan> decode_base_;
+  // The plan of the last call: a prefill's own, or decode_plan_ itself.
+  std::shared_ptr<const compiler::Plan> last_plan_;
+  // The decode plan lowered at the first position of the current bucket of
+  // cache lengths and retargeted in place to each later one (decode_plan),
+  // and that bucket.
+  std::shared_ptr<compiler::Plan> decode_plan_;
   int decode_bucket_ = -1;
 };
 
