@@ -241,24 +241,42 @@ template <int R, class W>
 // gemv_range_f32() on the decoded rows: columns k..k+7 of every 16 into lanes
 // 0-7, k+8..k+15 into 8-15, product rounded, then added (in is a whole number
 // of blocks, so there is no ragged tail).
-[[gnu::target("avx2")]] void gemv_range_blocks_avx2(DType d, const float* x, int64_t in,
-                                                    const std::byte* w, int64_t rows, float* y) {
-  const size_t row_bytes = static_cast<size_t>(in / kQuantBlock) * dtype_block_bytes(d);
-  const size_t block_bytes = dtype_block_bytes(d);
+// One format per instantiation, the four products of a block written out on
+// two named accumulators: with the format a run-time value and the products
+// in a loop over acc[g % 2], the accumulators lived on the stack and every
+// add waited on a store (a third of the kernel's samples).
+template <DType D>
+[[gnu::target("avx2")]] void gemv_range_blocks_avx2(const float* x, int64_t in, const std::byte* w, int64_t rows,
+                                                    float* y) {
+  const size_t block_bytes = dtype_block_bytes(D);
+  const size_t row_bytes = static_cast<size_t>(in / kQuantBlock) * block_bytes;
   for (int64_t r = 0; r < rows; ++r) {
     const std::byte* row = w + static_cast<size_t>(r) * row_bytes;
     __builtin_prefetch(row + row_bytes);
-    f32x8 acc[2] = {};
+    f32x8 acc0{}, acc1{};
     for (int64_t k = 0; k < in; k += kQuantBlock) {
       __m256 v[4];
-      quant::decode_block_avx2(d, row + static_cast<size_t>(k / kQuantBlock) * block_bytes, v);
-      for (int g = 0; g < 4; ++g) {
-        f32x8 xv;
-        std::memcpy(&xv, x + k + 8 * g, sizeof xv);
-        acc[g % 2] += reinterpret_cast<const f32x8&>(v[g]) * xv;
-      }
+      quant::decode_block_avx2(D, row + static_cast<size_t>(k / kQuantBlock) * block_bytes, v);
+      f32x8 x0, x1, x2, x3;
+      std::memcpy(&x0, x + k, sizeof x0);
+      std::memcpy(&x1, x + k + 8, sizeof x1);
+      std::memcpy(&x2, x + k + 16, sizeof x2);
+      std::memcpy(&x3, x + k + 24, sizeof x3);
+      acc0 += reinterpret_cast<const f32x8&>(v[0]) * x0;
+      acc1 += reinterpret_cast<const f32x8&>(v[1]) * x1;
+      acc0 += reinterpret_cast<const f32x8&>(v[2]) * x2;
+      acc1 += reinterpret_cast<const f32x8&>(v[3]) * x3;
     }
-    y[r] = fold<Lanes::natural>(acc[0], acc[1]);
+    y[r] = fold<Lanes::natural>(acc0, acc1);
+  }
+}
+
+void gemv_range_blocks_avx2(DType d, const float* x, int64_t in, const std::byte* w, int64_t rows, float* y) {
+  switch (d) {
+    case DType::q8_0: return gemv_range_blocks_avx2<DType::q8_0>(x, in, w, rows, y);
+    case DType::q4_0: return gemv_range_blocks_avx2<DType::q4_0>(x, in, w, rows, y);
+    case DType::q4_1: return gemv_range_blocks_avx2<DType::q4_1>(x, in, w, rows, y);
+    default: throw_error<InternalError>("block GEMV on {}, not a block format", dtype_name(d));
   }
 }
 

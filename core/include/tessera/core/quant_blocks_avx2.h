@@ -30,6 +30,7 @@ namespace tessera::quant {
                                                                          __m256 (&out)[4]) {
   const __m256 dv = _mm256_set1_ps(half_at(s));
   if (d == DType::q8_0) {
+#pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) {
       const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + 2 + 8 * g));
       out[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), dv);
@@ -41,7 +42,9 @@ namespace tessera::quant {
   const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + (q41 ? 4 : 2)));
   const __m128i nib[2] = {_mm_and_si128(bytes, low4), _mm_and_si128(_mm_srli_epi16(bytes, 4), low4)};
   const __m256 mv = _mm256_set1_ps(q41 ? half_at(s + 2) : 0.0f);
+#pragma GCC unroll 2
   for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 2
     for (int g = 0; g < 2; ++g) {
       const __m256i q = _mm256_cvtepu8_epi32(g == 0 ? nib[h] : _mm_srli_si128(nib[h], 8));
       out[2 * h + g] = q41 ? _mm256_add_ps(_mm256_mul_ps(dv, _mm256_cvtepi32_ps(q)), mv)
