@@ -1,6 +1,7 @@
 #include "tessera/core/threads.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -27,6 +28,18 @@ namespace {
 // calls parallel_for per scheduling round of every dispatch, and starting
 // threads per call cost more than the kernels it spread. Chunk c of a job
 // always runs chunk c's range, whichever thread takes it.
+//
+// Before parking, a worker (and a caller waiting for the last chunk) spins a
+// bounded while: a decode token is a few hundred short jobs back to back
+// (the oracle's GEMVs), and a futex sleep and wake per job cost about a
+// sixth of the oracle's decode time on this 2-core machine.
+constexpr int kSpins = 1 << 11;  // tens of microseconds of pause instructions
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 class WorkerPool {
  public:
   explicit WorkerPool(size_t workers) {
@@ -63,6 +76,7 @@ class WorkerPool {
     }
     wake_.notify_all();
     take_chunks();
+    for (int i = 0; i < kSpins && unfinished_.load(std::memory_order_acquire) != 0; ++i) cpu_relax();
     std::unique_lock lock(mu_);
     done_.wait(lock, [this] { return unfinished_ == 0; });
     fn_ = nullptr;
@@ -77,6 +91,7 @@ class WorkerPool {
     inside_worker_ = true;
     size_t seen = 0;
     for (;;) {
+      for (int i = 0; i < kSpins && generation_.load(std::memory_order_acquire) == seen; ++i) cpu_relax();
       {
         std::unique_lock lock(mu_);
         wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
@@ -111,7 +126,9 @@ class WorkerPool {
   std::condition_variable wake_, done_;
   std::vector<std::thread> threads_;
   const std::function<void(size_t, size_t)>* fn_ = nullptr;
-  size_t n_ = 0, chunk_ = 0, chunks_ = 0, next_ = 0, unfinished_ = 0, generation_ = 0;
+  size_t n_ = 0, chunk_ = 0, chunks_ = 0, next_ = 0;
+  // Written under mu_; read without it by the spins above.
+  std::atomic<size_t> unfinished_ = 0, generation_ = 0;
   bool stop_ = false;
   std::vector<std::exception_ptr> errors_;
 };
