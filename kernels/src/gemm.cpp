@@ -12,7 +12,7 @@ namespace tessera::kernels {
 namespace {
 
 // Rows of A handled together: each B row loaded once feeds this many
-// accumulator rows, which keeps the inner j loop a plain vectorizable axpy.
+// accumulator rows.
 constexpr int64_t kRowBlock = 4;
 
 // B as fp32 [k, n] (transposed from [n, k] when needed): one conversion per
@@ -30,6 +30,56 @@ const float* b_as_f32_kn(const bf16* b, const GemmDims& d) {
   return bf;
 }
 
+// One call's operands as fp32: A [m, k], B [k, n], acc [m, n]; K summed
+// over [0, kend).
+struct Panel {
+  const float* af;
+  const float* bf;
+  float* acc;
+  int64_t k, n, kend;
+};
+
+template <int L>
+struct Vec {
+  typedef float type __attribute__((vector_size(4 * L)));  // SSE / AVX2 registers
+};
+
+// kRowBlock rows x (L * H) columns at (i0, j0): the accumulators stay in
+// registers for the whole K loop (acc was re-read and re-written per K step,
+// half of prefill's host time); every element still sums its products in K
+// order, each product rounded before it is added.
+template <int L, int H>
+[[gnu::always_inline]] inline void register_tile(const Panel& p, int64_t i0, int64_t j0) {
+  using V = typename Vec<L>::type;
+  V c[kRowBlock][H];
+  for (int64_t r = 0; r < kRowBlock; ++r)
+    for (int h = 0; h < H; ++h) std::memcpy(&c[r][h], p.acc + (i0 + r) * p.n + j0 + L * h, sizeof(V));
+  const float* __restrict arow = p.af + i0 * p.k;
+  for (int64_t kk = 0; kk < p.kend; ++kk) {
+    V bv[H];
+    for (int h = 0; h < H; ++h) std::memcpy(&bv[h], p.bf + kk * p.n + j0 + L * h, sizeof(V));
+    for (int64_t r = 0; r < kRowBlock; ++r) {
+      const float av = arow[r * p.k + kk];
+      for (int h = 0; h < H; ++h) c[r][h] += av * bv[h];
+    }
+  }
+  for (int64_t r = 0; r < kRowBlock; ++r)
+    for (int h = 0; h < H; ++h) std::memcpy(p.acc + (i0 + r) * p.n + j0 + L * h, &c[r][h], sizeof(V));
+}
+
+// Rows [i_begin, i_end) x columns [j_begin, j_end), one product at a time in
+// the same order.
+[[gnu::always_inline]] inline void scalar_tile(const Panel& p, int64_t i_begin, int64_t i_end, int64_t j_begin,
+                                               int64_t j_end) {
+  for (int64_t i = i_begin; i < i_end; ++i)
+    for (int64_t kk = 0; kk < p.kend; ++kk) {
+      const float av = p.af[i * p.k + kk];
+      const float* __restrict brow = p.bf + kk * p.n;
+      float* __restrict crow = p.acc + i * p.n;
+      for (int64_t j = j_begin; j < j_end; ++j) crow[j] += av * brow[j];
+    }
+}
+
 }  // namespace
 
 TESSERA_VECTOR_CLONES void gemm_block(const bf16* a, const bf16* b, float* acc, const GemmDims& d, bool accumulate) {
@@ -39,17 +89,19 @@ TESSERA_VECTOR_CLONES void gemm_block(const bf16* a, const bf16* b, float* acc, 
   const int64_t n = d.n, k = d.k;
   if (!accumulate) std::fill(acc, acc + d.m * n, 0.0f);
   const int64_t kend = k - (mutant_on(Mutant::gemm_drop_last_k) && k > 1 ? 1 : 0);
-  for (int64_t i0 = 0; i0 < d.m; i0 += kRowBlock) {
-    const int64_t rows = std::min(kRowBlock, d.m - i0);
-    for (int64_t kk = 0; kk < kend; ++kk) {
-      const float* __restrict brow = bf + kk * n;
-      for (int64_t r = 0; r < rows; ++r) {
-        const float av = af[(i0 + r) * k + kk];
-        float* __restrict crow = acc + (i0 + r) * n;
-        for (int64_t j = 0; j < n; ++j) crow[j] += av * brow[j];
-      }
-    }
-  }
+  const Panel p{af, bf, acc, k, n, kend};
+  // Whole row blocks in register tiles 16, 8 and 4 columns wide, the rest of
+  // each row block's columns and the rows past them one product at a time.
+  const int64_t m_full = d.m / kRowBlock * kRowBlock;
+  int64_t j0 = 0;
+  for (; j0 + 16 <= n; j0 += 16)
+    for (int64_t i0 = 0; i0 < m_full; i0 += kRowBlock) register_tile<8, 2>(p, i0, j0);
+  for (; j0 + 8 <= n; j0 += 8)
+    for (int64_t i0 = 0; i0 < m_full; i0 += kRowBlock) register_tile<8, 1>(p, i0, j0);
+  for (; j0 + 4 <= n; j0 += 4)
+    for (int64_t i0 = 0; i0 < m_full; i0 += kRowBlock) register_tile<4, 1>(p, i0, j0);
+  scalar_tile(p, 0, m_full, j0, n);
+  scalar_tile(p, m_full, d.m, 0, n);
 }
 
 void gemm_finalize(const float* acc, bf16* c, int64_t count) {

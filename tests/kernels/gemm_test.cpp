@@ -1,5 +1,7 @@
 #include "tessera/kernels/gemm.h"
 
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.h"
@@ -63,6 +65,39 @@ TEST(Gemm, FusedMatchesScalarReferenceOnRaggedShapes) {
           run_kernel("gemm", params(d), {bytes_of(a), bytes_of(b), bytes_of(c)});
           GemmRef r = reference(a, b, d);
           EXPECT_TRUE(within(to_f64(c), r.value, gemm_bound(r, k, true)))
+              << "m=" << m << " k=" << k << " n=" << n << " nk=" << nk;
+        }
+      }
+    }
+  }
+}
+
+// The simulator's results are part of every golden (tests/cli/bitexact_slow.sh):
+// gemm_acc must give, bit for bit, what one fp32 accumulator per element gives
+// when it adds the rounded products in K order, starting from acc, whatever
+// register tiles the host body uses (rows around its 4-row blocks, columns
+// around its 16 / 8 / 4-wide tiles). The error bound above cannot see an
+// order change; this can (seen failing with a tile's K loop reversed).
+TEST(Gemm, AccumulateIsTheOrderedFp32SumBitForBit) {
+  uint32_t seed = 7;
+  for (int64_t m : {1, 4, 6, 64}) {
+    for (int64_t k : {1, 33, 64}) {
+      for (int64_t n : {3, 4, 12, 16, 24, 36, 64}) {
+        for (bool nk : {false, true}) {
+          GemmDims d{m, k, n, nk};
+          auto a = random_bf16(m * k, seed++, -2, 2);
+          auto b = random_bf16(k * n, seed++, -2, 2);
+          std::vector<float> acc(m * n);
+          for (size_t i = 0; i < acc.size(); ++i) acc[i] = static_cast<float>(i % 7) * 0.375f - 1.0f;
+          std::vector<float> want = acc;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j)
+              for (int64_t kk = 0; kk < k; ++kk) {
+                const float prod = bf16_to_f32(a[i * k + kk]) * bf16_to_f32(nk ? b[j * k + kk] : b[kk * n + j]);
+                want[i * n + j] += prod;
+              }
+          run_kernel("gemm_acc", params(d), {bytes_of(a), bytes_of(b), bytes_of(acc)});
+          EXPECT_EQ(0, std::memcmp(acc.data(), want.data(), acc.size() * sizeof(float)))
               << "m=" << m << " k=" << k << " n=" << n << " nk=" << nk;
         }
       }
