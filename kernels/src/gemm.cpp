@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "scratch.h"
+#include "tessera/core/bf16x16.h"
 #include "vec_ops.h"
 
 namespace tessera::kernels {
@@ -43,18 +44,14 @@ struct Panel {
   int64_t k, n, kend;
 };
 
-template <int L>
-struct Vec {
-  typedef float type __attribute__((vector_size(4 * L)));  // SSE / AVX2 registers
-};
-
-// kRowBlock rows x (L * H) columns at (i0, j0): the accumulators stay in
-// registers for the whole K loop (acc was re-read and re-written per K step,
-// half of prefill's host time); every element still sums its products in K
-// order, each product rounded before it is added.
-template <int L, int H>
+// kRowBlock rows x (L * H) columns at (i0, j0), V a vector of L floats (SSE
+// or AVX2 registers): the accumulators stay in registers for the whole K loop
+// (acc was re-read and re-written per K step, half of prefill's host time);
+// every element still sums its products in K order, each product rounded
+// before it is added.
+template <class V, int H>
 [[gnu::always_inline]] inline void register_tile(const Panel& p, int64_t i0, int64_t j0) {
-  using V = typename Vec<L>::type;
+  constexpr int64_t L = sizeof(V) / sizeof(float);
   V c[kRowBlock][H];
   for (int64_t r = 0; r < kRowBlock; ++r)
     for (int h = 0; h < H; ++h) std::memcpy(&c[r][h], p.acc + (i0 + r) * p.n + j0 + L * h, sizeof(V));
@@ -99,11 +96,11 @@ TESSERA_VECTOR_CLONES void gemm_block(const bf16* a, const bf16* b, float* acc, 
   const int64_t m_full = d.m / kRowBlock * kRowBlock;
   int64_t j0 = 0;
   for (; j0 + 16 <= n; j0 += 16)
-    for (int64_t i0 = 0; i0 < m_full; i0 += kRowBlock) register_tile<8, 2>(p, i0, j0);
+    for (int64_t i0 = 0; i0 < m_full; i0 += kRowBlock) register_tile<simd::f32x8, 2>(p, i0, j0);
   for (; j0 + 8 <= n; j0 += 8)
-    for (int64_t i0 = 0; i0 < m_full; i0 += kRowBlock) register_tile<8, 1>(p, i0, j0);
+    for (int64_t i0 = 0; i0 < m_full; i0 += kRowBlock) register_tile<simd::f32x8, 1>(p, i0, j0);
   for (; j0 + 4 <= n; j0 += 4)
-    for (int64_t i0 = 0; i0 < m_full; i0 += kRowBlock) register_tile<4, 1>(p, i0, j0);
+    for (int64_t i0 = 0; i0 < m_full; i0 += kRowBlock) register_tile<simd::f32x4, 1>(p, i0, j0);
   scalar_tile(p, 0, m_full, j0, n);
   scalar_tile(p, m_full, d.m, 0, n);
 }
