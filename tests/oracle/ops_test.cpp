@@ -283,6 +283,14 @@ TEST(Linear, BlockFormatWeightsMatchTheirDecodingBitForBit) {
           linear(x.data(), rows, in, w, out, nullptr, got.data());
           linear(x.data(), rows, in, wide.data(), out, nullptr, want.data());
           EXPECT_EQ(got, want) << dtype_name(dtype) << " in " << in << " out " << out << " rows " << rows;
+          // Every decode block kernel this CPU runs, not only the one gemv() picks.
+          for (const auto k : {detail::BlockKernel::avx2, detail::BlockKernel::avx512}) {
+            if (rows != 1 || !detail::block_kernel_runs(k)) continue;
+            std::vector<float> direct(static_cast<size_t>(out));
+            detail::gemv_blocks(k, dtype, x.data(), in, w.bytes(), out, direct.data());
+            EXPECT_TRUE(std::equal(direct.begin(), direct.end(), want.begin()))
+                << dtype_name(dtype) << " kernel " << static_cast<int>(k) << " in " << in << " out " << out;
+          }
           std::vector<float> row(static_cast<size_t>(in));
           rows_to_f32(w, out - 1, 1, row.data());
           EXPECT_TRUE(std::equal(row.begin(), row.end(), wide.end() - in)) << dtype_name(dtype);

@@ -30,6 +30,12 @@ namespace detail {
 // gemv()'s kernel for bf16 rows on CPUs without AVX2 (any x86-64 runs it, so
 // the tests check it against dot_reference() on every machine).
 void gemv_bf16_baseline(const float* x, int64_t in, const bf16* w, int64_t rows, float* y);
+// gemv()'s kernels for block-format rows (Q4_0 / Q4_1 / Q8_0, in a whole
+// number of blocks), by instruction set: gemv() takes the widest one the CPU
+// runs, and the tests check every one it runs against the decoded rows.
+enum class BlockKernel { avx2, avx512 };
+bool block_kernel_runs(BlockKernel k);
+void gemv_blocks(BlockKernel k, DType d, const float* x, int64_t in, const std::byte* w, int64_t rows, float* y);
 }  // namespace detail
 
 // linear() with W a 2-D F32, BF16, F16 or block-format (Q4_0, Q4_1, Q8_0)
