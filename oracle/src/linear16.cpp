@@ -277,20 +277,20 @@ template <DType D>
 // 16-31 second, each product rounded before its add, as there. Half the
 // instructions, and F16C scales (about 1.5x the AVX2 kernel on a Zen 4 core).
 template <DType D>
-[[gnu::target(TESSERA_AVX512_BLOCKS_TARGET)]] void gemv_range_blocks_avx512(const float* x, int64_t in,
+[[gnu::target(TESSERA_AVX512_TARGET)]] void gemv_range_blocks_avx512(const float* x, int64_t in,
                                                                            const std::byte* w, int64_t rows,
                                                                            float* y) {
   const size_t block_bytes = dtype_block_bytes(D);
   const size_t row_bytes = static_cast<size_t>(in / kQuantBlock) * block_bytes;
   for (int64_t r = 0; r < rows; ++r) {
     const std::byte* row = w + static_cast<size_t>(r) * row_bytes;
-    quant::f32x16 acc{};
+    simd::f32x16 acc{};
     for (int64_t k = 0; k < in; k += kQuantBlock) {
       const std::byte* block = row + static_cast<size_t>(k / kQuantBlock) * block_bytes;
       // A row is a few hundred bytes: a prefetch of the next row comes too
       // late for a stream the hardware prefetcher has not picked up yet.
       __builtin_prefetch(block + 2048);
-      quant::f32x16 lo, hi, x0, x1;
+      simd::f32x16 lo, hi, x0, x1;
       quant::decode_block_avx512<D>(block, lo, hi);
       std::memcpy(&x0, x + k, sizeof x0);
       std::memcpy(&x1, x + k + 16, sizeof x1);
@@ -308,7 +308,7 @@ template <DType D>
 namespace detail {
 bool block_kernel_runs(BlockKernel k) {
   static const bool avx2 = __builtin_cpu_supports("avx2");
-  static const bool avx512 = quant::cpu_has_avx512_blocks();
+  static const bool avx512 = simd::cpu_has_avx512();
   return k == BlockKernel::avx512 ? avx512 : avx2;
 }
 

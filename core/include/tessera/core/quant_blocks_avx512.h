@@ -2,38 +2,28 @@
 // One block of a ggml block format (core/quant_blocks.h) decoded into two
 // 16-float AVX-512 registers, columns 0-15 and 16-31: the values
 // dequantize_blocks() and decode_block_avx2() give. Include only from code
-// compiled for x86-64; call only from functions whose target has the
-// kAvx512Target features, on a CPU that has them (cpu_has_avx512_blocks()).
+// compiled for x86-64; call only from TESSERA_AVX512_TARGET functions on a CPU
+// that has them (core/avx512.h).
 #include <immintrin.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#include "tessera/core/avx512.h"
 #include "tessera/core/tensor.h"
 
 namespace tessera::quant {
 
-#define TESSERA_AVX512_BLOCKS_TARGET "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma,avx2"
-
-inline bool cpu_has_avx512_blocks() {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-         __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
-}
-
-// GCC's vector types where they compile well, and the masked ("maskz")
-// intrinsics elsewhere: GCC 12's unmasked AVX-512 intrinsics start from an
-// "undefined" register that -Wmaybe-uninitialized flags.
-using f32x16 = float __attribute__((vector_size(64)));
-using i32x16 = int32_t __attribute__((vector_size(64)));
+using simd::f32x16;
+using simd::i32x16;
 
 // The scales with F16C (exact, as f16_to_f32): a scalar conversion per scale
 // was a third of the decode's instructions. q4_1's value d * q + m is one
 // fused multiply-add: d * q is exact (an f16 times at most 8 bits), so
 // rounding once after the add is what mul-then-add gives.
 template <DType D>
-[[gnu::target(TESSERA_AVX512_BLOCKS_TARGET), gnu::always_inline]] inline void decode_block_avx512(
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void decode_block_avx512(
     const std::byte* s, f32x16& lo, f32x16& hi) {
   static_assert(D == DType::q8_0 || D == DType::q4_0 || D == DType::q4_1, "a ggml block format");
   int32_t scales;
