@@ -278,8 +278,7 @@ template <DType D>
 // instructions, and F16C scales (about 1.5x the AVX2 kernel on a Zen 4 core).
 template <DType D>
 [[gnu::target(TESSERA_AVX512_TARGET)]] void gemv_range_blocks_avx512(const float* x, int64_t in,
-                                                                           const std::byte* w, int64_t rows,
-                                                                           float* y) {
+                                                                    const std::byte* w, int64_t rows, float* y) {
   const size_t block_bytes = dtype_block_bytes(D);
   const size_t row_bytes = static_cast<size_t>(in / kQuantBlock) * block_bytes;
   for (int64_t r = 0; r < rows; ++r) {
