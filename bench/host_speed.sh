@@ -31,6 +31,19 @@ import json, sys
 print(max(b["bytes_per_second"] for b in json.load(sys.stdin)["benchmarks"]
           if b.get("aggregate_name") == "median") / 1e9)')
 echo "host memory read bandwidth: $(printf %.1f "$gbs") GB/s (bench/membw_bench, median of 5 runs, the better of 1 and 2 threads)"
+# Whether the two vCPUs are two cores' worth of compute during this run (a
+# shared VM's are not always): two-thread figures below scale with it.
+if [ -x "$build/bench/cores_bench" ]; then
+  scaling=$("$build/bench/cores_bench" --benchmark_format=json --benchmark_repetitions=5 \
+              --benchmark_report_aggregates_only=true 2> /dev/null | python3 -c '
+import json, sys
+m = {b["run_name"]: b["items_per_second"] for b in json.load(sys.stdin)["benchmarks"]
+     if b.get("aggregate_name") == "median"}
+one = next(v for k, v in m.items() if "/1/" in k)
+two = next(v for k, v in m.items() if "/2/" in k)
+print(f"{two / one:.2f}")')
+  echo "two-thread compute scaling: ${scaling}x (bench/cores_bench, median of 5; 2.0 = two cores, 1.0 = one core's worth)"
+fi
 printf '%-14s %6s %9s %11s %11s %11s %11s %9s %11s %9s %9s %9s %6s\n' model layers "bf16 MB" "sim dec/s" "sim pre/s" \
   "oracle dec/s" "s/tok sim" "x 1 read" "cpu s/tok" "cpu x rd" "orc x rd" "orc x bf" load
 
