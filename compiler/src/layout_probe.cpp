@@ -115,10 +115,12 @@ void put_bf16(std::vector<std::byte>& buf, int64_t slot, float v) {
   std::memcpy(buf.data() + slot * 2, &b, 2);
 }
 
-// Slot e of `buf` (global slot s0 + e) gets the bf16 bits of digit + 1,
+// Slot e of `buf` (global slot s0 + e) gets the bf16 bits of digit + 1
+// (1..256, all bf16-exact, from a table rather than converted per slot),
 // digit = ((s0 + e) >> shift) & 255: for shift 0 a 256-slot period, copied a
 // period at a time; above it runs of 2^shift equal slots, filled a run at a
-// time (a decode token probes resident caches of ~10^6 slots, three digits).
+// time (a decode token probes the new attention and kv_append designs, whose
+// resident caches hold ~10^6 slots: three digits).
 void fill_digit(std::vector<std::byte>& buf, int64_t s0, int shift) {
   static const std::array<uint16_t, 512> bits = [] {
     std::array<uint16_t, 512> b{};
@@ -182,9 +184,6 @@ ProbeResult probe_output(const kernels::BuiltOp& op, size_t output) {
   for (const auto& [name, bytes] : bufs) slots += bytes / 2;
   const int64_t n = shape_numel(op.outputs[output].shape);
   std::vector<int64_t> pos(static_cast<size_t>(n), 0);
-  // The bf16 bits of digit + 1 (1..256, all bf16-exact), looked up instead
-  // of converted per slot: a decode token probes the new attention and
-  // kv_append designs, whose resident cache buffers hold ~10^6 slots each.
   int64_t scale = 1;
   for (int digit = 0, shift = 0; scale < slots || digit == 0; ++digit, scale *= 256, shift += 8) {
     npu::HostMemory host;

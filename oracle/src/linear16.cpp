@@ -314,16 +314,14 @@ bool block_kernel_runs(BlockKernel k) {
 void gemv_blocks(BlockKernel k, DType d, const float* x, int64_t in, const std::byte* w, int64_t rows, float* y) {
   TESSERA_CHECK(block_kernel_runs(k), "the {} block GEMV on a CPU without it",
                 k == BlockKernel::avx512 ? "AVX-512" : "AVX2");
+  auto run = [&]<DType D>() {
+    if (k == BlockKernel::avx512) gemv_range_blocks_avx512<D>(x, in, w, rows, y);
+    else gemv_range_blocks_avx2<D>(x, in, w, rows, y);
+  };
   switch (d) {
-    case DType::q8_0:
-      return k == BlockKernel::avx512 ? gemv_range_blocks_avx512<DType::q8_0>(x, in, w, rows, y)
-                                      : gemv_range_blocks_avx2<DType::q8_0>(x, in, w, rows, y);
-    case DType::q4_0:
-      return k == BlockKernel::avx512 ? gemv_range_blocks_avx512<DType::q4_0>(x, in, w, rows, y)
-                                      : gemv_range_blocks_avx2<DType::q4_0>(x, in, w, rows, y);
-    case DType::q4_1:
-      return k == BlockKernel::avx512 ? gemv_range_blocks_avx512<DType::q4_1>(x, in, w, rows, y)
-                                      : gemv_range_blocks_avx2<DType::q4_1>(x, in, w, rows, y);
+    case DType::q8_0: return run.template operator()<DType::q8_0>();
+    case DType::q4_0: return run.template operator()<DType::q4_0>();
+    case DType::q4_1: return run.template operator()<DType::q4_1>();
     default: throw_error<InternalError>("block GEMV on {}, not a block format", dtype_name(d));
   }
 }
@@ -370,10 +368,10 @@ void gemv_any(const float* x, int64_t in, const Tensor* w, const float* wf, int6
   }
   // A block format is decoded in registers where the CPU has AVX2: memory is
   // read once, in the stored format (for Q4_1 a sixth of f32).
+  using detail::BlockKernel;
   const bool blocks = dtype_is_block(w->dtype());
-  const auto kernel = detail::block_kernel_runs(detail::BlockKernel::avx512) ? detail::BlockKernel::avx512
-                                                                              : detail::BlockKernel::avx2;
-  if (blocks && detail::block_kernel_runs(kernel)) {
+  const BlockKernel kernel = detail::block_kernel_runs(BlockKernel::avx512) ? BlockKernel::avx512 : BlockKernel::avx2;
+  if (blocks && detail::block_kernel_runs(BlockKernel::avx2)) {  // AVX-512 implies AVX2
     const size_t row_bytes = static_cast<size_t>(in / kQuantBlock) * dtype_block_bytes(w->dtype());
     parallel_for(static_cast<size_t>(out), [&](size_t r0, size_t r1) {
       detail::gemv_blocks(kernel, w->dtype(), x, in, w->bytes() + r0 * row_bytes, static_cast<int64_t>(r1 - r0),
