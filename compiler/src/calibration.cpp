@@ -61,10 +61,12 @@ std::vector<Registry> registry_figures(const model::ModelConfig& c) {
        shape("attention_prefill", {{"S", S}, {"P", 0}, {"heads", c.num_heads},
                                    {"kv_heads", c.num_kv_heads}, {"head_dim", c.head_dim}},
              {{"scale", scale}}),
-       {{"cascade", 4}, {"qtiles", 4}, {"bq", 64}, {"bk", 64}, {"kv_split", 1}},
+       {{"cascade", 4}, {"qtiles", 4}, {"bq", 64}, {"bk", 64}, {"kv_split", 1}, {"causal_skip", 0},
+        {"run_iters", 1}},
        "the source's: LQP 256 = 4 q tiles x 64 rows, LKP 64, cascade 4, 2 heads per iteration "
-       "(32 tiles), K and V on their own single-buffered streams (QK2L1 / V2L1); fully masked "
-       "K/V blocks streamed, their calls skipped (CascadePlan)",
+       "(32 tiles), K and V on their own single-buffered streams (QK2L1 / V2L1); every K/V block "
+       "computed, the masked ones masked (no causal_skip before mlir-air 5caadbfbf), and a wait "
+       "after every launch iteration (runtime_loop_tiling_sizes [1, 1])",
        15.3e-3},
       {"registry GEMV Q 2048x2048", shape("linear", {{"M", 1}, {"K", H}, {"N", H}}), gemv,
        "8 cores (herd_m 8), builder's rows per call (source: tile_m 8, m_input 4); "

@@ -54,8 +54,11 @@ kernels::TileOptions air_tiles(const kernels::OpShape& s, bool decode) {
   if (op == "linear") return {{"gemm", 0}, {"columns", 8}, {"rows", 1}};  // herd_m = 8
   // LQP 256 (4 q tiles), LKP 64, a 4-deep cascade (the builder halves the
   // blocks for head_dim 128 to fit L1), K and V on their own channels
-  // (QKIn_s / VIn_s, attn_npu2_seqfirst.py).
-  if (op == "attention_prefill") return {{"cascade", 4}, {"qtiles", 4}, {"kv_split", 1}};
+  // (QKIn_s / VIn_s, attn_npu2_seqfirst.py), every K/V block computed (the
+  // kernel masks; causal_skip came after the deployment) and a wait after
+  // every launch iteration (runtime_loop_tiling_sizes [1, 1]).
+  if (op == "attention_prefill")
+    return {{"cascade", 4}, {"qtiles", 4}, {"kv_split", 1}, {"causal_skip", 0}, {"run_iters", 1}};
   // Decode: RMSNorm and RoPE on one core ([1,1]), the adds and SiLU x mul on
   // [8,1] (rms_gemv_rope_multi.py, o_gemv_ffn_multi.py).
   if (decode && (op == "silu_mul" || op == "residual_add")) return {{"rows", 1}};

@@ -5,6 +5,7 @@
 // every preset's attention shape at seq 1, 17 and 2048 builds, validates and
 // has a timing estimate on both device presets.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -193,6 +194,40 @@ TEST_P(AttentionBuilderSim, CascadeKvSplitRaggedMatchesOracle) {
                           [](const npu::DmaTask& t) { return t.after_wait; }));
 }
 
+// causal_skip 0 (the published kernel before its causal_skip option) computes
+// the fully masked blocks the default skips: the kernel masks every score of
+// them, so the output is the skipping design's bit for bit, and within the
+// oracle bound; run_iters 1 (a wait after every iteration) changes only the
+// sequence.
+TEST_P(AttentionBuilderSim, CascadeWithoutCausalSkipIsBitIdentical) {
+  const auto spec = npu::DeviceSpec::preset(GetParam());
+  const std::vector<std::pair<Case, TileOptions>> cases = {
+      {{17, 0, 14, 2, 64}, {{"cascade", 4}, {"kv_split", 1}}},
+      {{70, 3, 8, 2, 64}, {{"cascade", 2}, {"qtiles", 2}, {"bq", 8}, {"kv_split", 1}}},
+      {{40, 0, 3, 1, 64}, {{"cascade", 3}, {"bq", 7}, {"bk", 5}}},
+  };
+  for (const auto& [c, tiles] : cases) {
+    SCOPED_TRACE(fmt::format("S={} P={} heads={} kv={} d={} on {}", c.S, c.P, c.heads, c.kv, c.D,
+                             spec.name));
+    TileOptions noskip = tiles;
+    noskip["causal_skip"] = 0;
+    if (tiles.count("kv_split")) noskip["run_iters"] = 1;
+    const BuiltOp skip_op = op_builder("attention_prefill").build(prefill_shape(c), spec, tiles);
+    const BuiltOp full_op = op_builder("attention_prefill").build(prefill_shape(c), spec, noskip);
+    EXPECT_EQ(full_op.tiles.at("causal_skip"), 0);
+    // Never faster; slower where the busiest core gains blocks.
+    EXPECT_GE(npu::estimate_time(full_op.design, spec).total_seconds,
+              npu::estimate_time(skip_op.design, spec).total_seconds);
+    const int64_t steps = (c.P + c.S + full_op.tiles.at("bk") - 1) / full_op.tiles.at("bk");
+    Outcome full = run_case(c, full_op, spec, steps, full_op.tiles.at("cascade"));
+    Outcome skip = run_case(c, skip_op, spec, steps, skip_op.tiles.at("cascade"));
+    EXPECT_TRUE(test::within(test::to_f64(full.got), test::to_f64(full.ref), full.bound));
+    ASSERT_EQ(full.got.size(), skip.got.size());
+    for (size_t i = 0; i < full.got.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(full.got[i]), std::bit_cast<uint32_t>(skip.got[i])) << i;
+  }
+}
+
 // The tile search's (bq, bk) for a ragged prefill runs as exactly as the default.
 TEST_P(AttentionBuilderSim, TileSearchChoiceMatchesOracle) {
   const auto spec = npu::DeviceSpec::preset(GetParam());
@@ -325,12 +360,14 @@ TEST(AttentionBuilder, ImpossibleShapesAreLimitErrors) {
                  LimitError);
 }
 
-// flash_attn calls in a core's program (loops multiplied out).
+// Blocks a core computes: flash_attn or attn_scores calls in its program
+// (loops multiplied out).
 int64_t attn_calls(const std::vector<npu::CoreOp>& ops) {
   int64_t n = 0;
   for (const auto& op : ops) {
     if (op.kind == npu::CoreOp::Kind::loop) n += op.count * attn_calls(op.body);
-    if (op.kind == npu::CoreOp::Kind::call && op.kernel == "flash_attn") ++n;
+    if (op.kind == npu::CoreOp::Kind::call && (op.kernel == "flash_attn" || op.kernel == "attn_scores"))
+      ++n;
   }
   return n;
 }
@@ -358,6 +395,32 @@ TEST(AttentionBuilder, CascadeInThePublishedConfiguration) {
   int64_t total = 0;
   for (const auto& [t, n] : calls) total += n;
   EXPECT_EQ(total, 32 * (32 * 33 / 2));  // every causal (q block, K/V block) pair, once per head
+}
+
+// The registry's configuration as the April deployment and the June registry
+// ran it (no causal skip, a wait per launch iteration): every one of the 32
+// tiles computes its stage's 8 blocks in each of its 128 iterations, 1024.
+TEST(AttentionBuilder, CascadeWithoutCausalSkipComputesEveryBlock) {
+  const auto spec = npu::DeviceSpec::preset("xdna2");
+  const OpShape s = prefill_shape({2048, 0, 32, 8, 64});
+  const TileOptions t = {{"cascade", 4}, {"qtiles", 4}, {"bq", 64}, {"bk", 64},
+                         {"kv_split", 1}, {"causal_skip", 0}, {"run_iters", 1}};
+  const BuiltOp b = op_builder("attention_prefill").build(s, spec, t);
+  std::map<npu::TileCoord, int64_t> calls;
+  int64_t waits = 0;
+  for (const auto& l : b.design.launches) {
+    for (const auto& c : l.cores) calls[c.tile] += attn_calls(c.program);
+    waits += std::count_if(l.sequence.begin(), l.sequence.end(),
+                           [](const npu::DmaTask& d) { return d.after_wait; });
+  }
+  EXPECT_EQ(calls.size(), 32u);
+  for (const auto& [tile, n] : calls) EXPECT_EQ(n, 1024) << tile.col << "," << tile.row;
+  EXPECT_EQ(waits, 127);  // 128 iterations in one launch, a wait before each but the first
+  for (const TileOptions& bad : {TileOptions{{"cascade", 4}, {"causal_skip", 2}},
+                                 TileOptions{{"cascade", 4}, {"kv_split", 1}, {"run_iters", 0}},
+                                 TileOptions{{"cascade", 4}, {"kv_split", 1}, {"run_iters", 99}},
+                                 TileOptions{{"cascade", 4}, {"run_iters", 1}}})
+    EXPECT_THROW(op_builder("attention_prefill").build(s, spec, bad), LimitError);
 }
 
 // Seconds the busiest core (the most seconds over all launches) waits on

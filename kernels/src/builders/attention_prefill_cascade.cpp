@@ -106,8 +106,9 @@ std::vector<CoreOp> block_ops(const BlockStreams& st, const std::string& q,
 
 // Stage s's K/V blocks for unit u: the blocks wholly before the first query
 // row run unmasked in one loop, the diagonal ones carry their offsets, and
-// the fully masked tail is released without a call (the published kernel
-// streams it and skips its matmuls and softmax).
+// the fully masked tail is released without a call, or (causal_skip false)
+// computed with its offsets like a diagonal block: the kernel masks every
+// score, so the state, and every bit of the output, is the same either way.
 void stage_blocks(const CascadePlan& p, const Unit& u, int s, const BlockStreams& st,
                   const std::string& q, const std::string& state, std::vector<CoreOp>& ops) {
   const auto [b0, b1] = stage_range(p, s);
@@ -125,7 +126,16 @@ void stage_blocks(const CascadePlan& p, const Unit& u, int s, const BlockStreams
         block_params(p, std::min(p.bk, p.T() - blk * p.bk), p0, blk * p.bk, true);
     for (auto& op : block_ops(st, q, state, &prm)) ops.push_back(std::move(op));
   }
-  if (b1 > seen) ops.push_back(b::loop(b1 - seen, block_ops(st, q, state, nullptr)));
+  if (b1 <= seen) return;
+  if (p.causal_skip || !u.valid) {
+    ops.push_back(b::loop(b1 - seen, block_ops(st, q, state, nullptr)));
+    return;
+  }
+  for (int64_t blk = seen; blk < b1; ++blk) {
+    const npu::KernelParams prm =
+        block_params(p, std::min(p.bk, p.T() - blk * p.bk), p0, blk * p.bk, true);
+    for (auto& op : block_ops(st, q, state, &prm)) ops.push_back(std::move(op));
+  }
 }
 
 // kv_split: the segment's NQ q objects pass on the stage's qk stream; column
@@ -291,8 +301,12 @@ void add_split_streams(npu::Launch& l, const CascadePlan& p, const npu::DeviceSp
 
 npu::Design make_design(const CascadePlan& p, const npu::DeviceSpec& spec) {
   npu::Design d;
-  d.name = fmt::format("attention_prefill_cascade_S{}_P{}_h{}_kv{}_d{}_q{}x{}_bk{}_ns{}{}", p.S, p.P,
-                       p.heads, p.kv_heads, p.D, p.NQ, p.bq, p.bk, p.NS, p.kv_split ? "_kvs" : "");
+  d.name = fmt::format("attention_prefill_cascade_S{}_P{}_h{}_kv{}_d{}_q{}x{}_bk{}_ns{}{}{}{}", p.S,
+                       p.P, p.heads, p.kv_heads, p.D, p.NQ, p.bq, p.bk, p.NS, p.kv_split ? "_kvs" : "",
+                       p.causal_skip ? "" : "_noskip",
+                       p.kv_split && p.iters_per_run != (spec.shim.buffer_descriptors - 1) / 3
+                           ? fmt::format("_r{}", p.iters_per_run)
+                           : "");
   d.host_buffers.push_back({"kv", p.kv_heads * p.NKB * 2 * p.bk * p.D * 2, 2});
   for (int c = 0; c < p.C(); ++c) {
     if (!p.kv_split || c % p.NQ == 0) d.host_buffers.push_back({q_host(p, c), q_host_elems(p) * 2, 2});
@@ -356,7 +370,7 @@ void choose_blocks(CascadePlan& p, const TileOptions& t, const npu::DeviceSpec& 
 // kv_split's limits: q objects and K blocks share a stream (equal objects),
 // a stage's shim sends qk and v, a core receives both, and a run of
 // iterations (three shim tasks each, plus out) fits the shim's BDs.
-void check_split(CascadePlan& p, const npu::DeviceSpec& spec) {
+void check_split(CascadePlan& p, const TileOptions& t, const npu::DeviceSpec& spec) {
   if (p.bq != p.bk)
     throw_error<LimitError>("{}: kv_split carries q blocks on the K stream, so bq {} must equal "
                             "bk {}", shape_text(p), p.bq, p.bk);
@@ -364,10 +378,15 @@ void check_split(CascadePlan& p, const npu::DeviceSpec& spec) {
     throw_error<LimitError>("{}: kv_split streams qk and v from one shim to each core: needs 2 "
                             "shim MM2S and 2 compute S2MM channels, {} has {} and {}",
                             shape_text(p), spec.name, spec.shim.dma_out, spec.compute.dma_in);
-  p.iters_per_run = (spec.shim.buffer_descriptors - 1) / 3;
-  if (p.iters_per_run < 1)
+  const int64_t most = (spec.shim.buffer_descriptors - 1) / 3;
+  if (most < 1)
     throw_error<LimitError>("{}: kv_split needs 4 shim BDs per column (q, K, V, out), {} has {}",
                             shape_text(p), spec.name, spec.shim.buffer_descriptors);
+  p.iters_per_run = opt(t, "run_iters", most);
+  if (p.iters_per_run < 1 || p.iters_per_run > most)
+    throw_error<LimitError>("{}: run_iters {} outside [1, {}]: a run's three shim tasks per "
+                            "iteration and its out task share the {} BDs of {}", shape_text(p),
+                            p.iters_per_run, most, spec.shim.buffer_descriptors, spec.name);
   p.groups_per_launch = p.HP;  // waits, not launches, free the BDs
 }
 
@@ -384,7 +403,8 @@ int64_t CascadePlan::l1_bytes() const {
 
 CascadePlan plan_attention_cascade(const OpShape& shape, const npu::DeviceSpec& spec,
                                    const TileOptions& tiles) {
-  check_tile_keys(shape.key(), tiles, {"cascade", "qtiles", "bq", "bk", "kv_split"});
+  check_tile_keys(shape.key(), tiles,
+                  {"cascade", "qtiles", "bq", "bk", "kv_split", "causal_skip", "run_iters"});
   CascadePlan p;
   p.S = shape.dim("S");
   p.P = shape.dim("P");
@@ -411,6 +431,13 @@ CascadePlan plan_attention_cascade(const OpShape& shape, const npu::DeviceSpec& 
   if (split != 0 && split != 1)
     throw_error<LimitError>("{}: kv_split {} is not 0 or 1", shape_text(p), split);
   p.kv_split = split == 1;
+  const int64_t skip = opt(tiles, "causal_skip", 1);
+  if (skip != 0 && skip != 1)
+    throw_error<LimitError>("{}: causal_skip {} is not 0 or 1", shape_text(p), skip);
+  p.causal_skip = skip == 1;
+  if (!p.kv_split && tiles.count("run_iters"))
+    throw_error<LimitError>("{}: run_iters applies to kv_split only (the joint design's K/V "
+                            "pattern repeats in one BD)", shape_text(p));
   choose_blocks(p, tiles, spec);
   p.QB = ceil_div(p.S, p.bq);
   p.NKB = ceil_div(p.T(), p.bk);
@@ -418,7 +445,7 @@ CascadePlan plan_attention_cascade(const OpShape& shape, const npu::DeviceSpec& 
   p.LX = ceil_div(p.QB, p.NQ);
   p.HP = p.heads / p.H;
   if (p.kv_split) {
-    check_split(p, spec);
+    check_split(p, tiles, spec);
     return p;
   }
   if (p.LX > spec.bd_max_repeat)
@@ -445,6 +472,8 @@ BuiltOp build_attention_cascade(const OpShape& shape, const npu::DeviceSpec& spe
   out.outputs = {{"out", {p.S, p.heads * p.D}}};
   out.tiles = {{"cascade", p.NS}, {"qtiles", p.NQ}, {"bq", p.bq}, {"bk", p.bk}};
   if (p.kv_split) out.tiles["kv_split"] = 1;
+  if (!p.causal_skip) out.tiles["causal_skip"] = 0;
+  if (tiles.count("run_iters")) out.tiles["run_iters"] = p.iters_per_run;
   auto design = std::make_shared<npu::Design>(out.design);
   const std::string key = shape.key();
   out.pack = [p, design, key](size_t input, std::span<const float> v, npu::HostMemory& host) {

@@ -95,6 +95,10 @@ struct CascadePlan {
   int64_t groups_per_launch = 0;
   bool kv_split = false;       // K and V on their own streams (below)
   int64_t iters_per_run = 0;   // kv_split: iterations between sequence waits
+  // Fully masked K/V blocks: streamed and released without a call (true), or
+  // computed and masked like any diagonal block (false: the published kernel
+  // before its causal_skip option, Xilinx/mlir-air 5caadbfbf, 2026-08).
+  bool causal_skip = true;
   int64_t T() const { return P + S; }
   int C() const { return H * NQ; }
   int64_t iters() const { return HP * LX; }  // per column, over all launches
@@ -116,8 +120,10 @@ struct CascadePlan {
 // the second q buffer. Three shim tasks per iteration: the sequence waits
 // every iters_per_run iterations so the BDs are reused, in one launch.
 // TileOptions keys: "cascade" (stages, >= 1 selects this design), "qtiles",
-// "bq", "bk", "kv_split" (0 | 1). build_attention_prefill hands options with
-// "cascade" here.
+// "bq", "bk", "kv_split" (0 | 1), "causal_skip" (1 | 0, above), "run_iters"
+// (kv_split: iterations per run of shim tasks, at most what the BDs hold; 1 =
+// a wait after every iteration, as the source's runtime_loop_tiling_sizes
+// [1, 1]). build_attention_prefill hands options with "cascade" here.
 CascadePlan plan_attention_cascade(const OpShape& shape, const npu::DeviceSpec& spec,
                                    const TileOptions& tiles);
 BuiltOp build_attention_cascade(const OpShape& shape, const npu::DeviceSpec& spec,
