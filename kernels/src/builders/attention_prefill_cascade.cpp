@@ -121,21 +121,13 @@ void stage_blocks(const CascadePlan& p, const Unit& u, int s, const BlockStreams
     const npu::KernelParams prm = block_params(p, p.bk, p0, 0, false);
     ops.push_back(b::loop(past - b0, block_ops(st, q, state, &prm)));
   }
-  for (int64_t blk = past; blk < seen; ++blk) {
+  const int64_t computed = p.causal_skip || !u.valid ? seen : b1;
+  for (int64_t blk = past; blk < computed; ++blk) {
     const npu::KernelParams prm =
         block_params(p, std::min(p.bk, p.T() - blk * p.bk), p0, blk * p.bk, true);
     for (auto& op : block_ops(st, q, state, &prm)) ops.push_back(std::move(op));
   }
-  if (b1 <= seen) return;
-  if (p.causal_skip || !u.valid) {
-    ops.push_back(b::loop(b1 - seen, block_ops(st, q, state, nullptr)));
-    return;
-  }
-  for (int64_t blk = seen; blk < b1; ++blk) {
-    const npu::KernelParams prm =
-        block_params(p, std::min(p.bk, p.T() - blk * p.bk), p0, blk * p.bk, true);
-    for (auto& op : block_ops(st, q, state, &prm)) ops.push_back(std::move(op));
-  }
+  if (b1 > computed) ops.push_back(b::loop(b1 - computed, block_ops(st, q, state, nullptr)));
 }
 
 // kv_split: the segment's NQ q objects pass on the stage's qk stream; column
