@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include <cblas.h>
 
 #include "tessera/core/error.h"
+#include "tessera/core/threads.h"
 
 namespace tessera::oracle {
 
@@ -68,37 +70,56 @@ int64_t kv_head_for(int64_t q_head, int64_t num_heads, int64_t num_kv_heads) {
   return q_head / (num_heads / num_kv_heads);
 }
 
+namespace {
+
+// One head of causal_attention: scores, the masked softmax, out columns.
+void attend_head(const AttentionShape& s, int64_t h, int64_t keys, float scale, const float* q,
+                 const float* k, const float* v, float* out,
+                 int64_t (*kv_map)(int64_t, int64_t, int64_t), float* scores) {
+  const int64_t q_stride = s.num_heads * s.head_dim;
+  const int64_t kv_stride = s.num_kv_heads * s.head_dim;
+  const int64_t kvh = kv_map(h, s.num_heads, s.num_kv_heads);
+  const float* qh = q + h * s.head_dim;
+  const float* kh = k + kvh * s.head_dim;
+  const float* vh = v + kvh * s.head_dim;
+  // scores[rows, keys] = q_h k_h^T * scale
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(s.rows), blas_int(keys),
+              blas_int(s.head_dim), scale, qh, blas_int(q_stride), kh, blas_int(kv_stride), 0.0f,
+              scores, blas_int(keys));
+  for (int64_t r = 0; r < s.rows; ++r) {
+    // Query row r sits at position first_pos + r and sees keys 0..that position;
+    // masked keys get exactly zero weight (HF adds dtype-min, which underflows to 0).
+    const int64_t visible = s.first_pos + r + 1;
+    std::span<float> row(scores + r * keys, static_cast<size_t>(keys));
+    std::fill(row.begin() + visible, row.end(), 0.0f);
+    softmax(row.first(static_cast<size_t>(visible)));
+  }
+  // out_h[rows, head_dim] = P[rows, keys] v_h[keys, head_dim]
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(s.rows), blas_int(s.head_dim),
+              blas_int(keys), 1.0f, scores, blas_int(keys), vh, blas_int(kv_stride), 0.0f,
+              out + h * s.head_dim, blas_int(q_stride));
+}
+
+}  // namespace
+
 void causal_attention(const AttentionShape& s, const float* q, const float* k, const float* v,
                       float* out, int64_t (*kv_map)(int64_t, int64_t, int64_t)) {
   TESSERA_CHECK(s.num_kv_heads > 0 && s.num_heads % s.num_kv_heads == 0,
                 "{} query heads are not a multiple of {} kv heads", s.num_heads, s.num_kv_heads);
   const int64_t keys = s.first_pos + s.rows;
-  const int64_t q_stride = s.num_heads * s.head_dim;
-  const int64_t kv_stride = s.num_kv_heads * s.head_dim;
   const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
-  std::vector<float> scores(static_cast<size_t>(s.rows * keys));
-  for (int64_t h = 0; h < s.num_heads; ++h) {
-    const int64_t kvh = kv_map(h, s.num_heads, s.num_kv_heads);
-    const float* qh = q + h * s.head_dim;
-    const float* kh = k + kvh * s.head_dim;
-    const float* vh = v + kvh * s.head_dim;
-    // scores[rows, keys] = q_h k_h^T * scale
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(s.rows), blas_int(keys),
-                blas_int(s.head_dim), scale, qh, blas_int(q_stride), kh, blas_int(kv_stride),
-                0.0f, scores.data(), blas_int(keys));
-    for (int64_t r = 0; r < s.rows; ++r) {
-      // Query row r sits at position first_pos + r and sees keys 0..that position;
-      // masked keys get exactly zero weight (HF adds dtype-min, which underflows to 0).
-      const int64_t visible = s.first_pos + r + 1;
-      std::span<float> row(scores.data() + r * keys, static_cast<size_t>(keys));
-      std::fill(row.begin() + visible, row.end(), 0.0f);
-      softmax(row.first(static_cast<size_t>(visible)));
-    }
-    // out_h[rows, head_dim] = P[rows, keys] v_h[keys, head_dim]
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(s.rows),
-                blas_int(s.head_dim), blas_int(keys), 1.0f, scores.data(), blas_int(keys), vh,
-                blas_int(kv_stride), 0.0f, out + h * s.head_dim, blas_int(q_stride));
-  }
+  // Heads are independent: each writes its own output columns with the same
+  // calls, so the bits do not depend on the split. A decode row's heads go
+  // over the pool; a prefill's larger products stay on OpenBLAS's threads.
+  auto heads = [&](size_t h0, size_t h1) {
+    std::vector<float> scores(static_cast<size_t>(s.rows * keys));
+    for (auto h = static_cast<int64_t>(h0); h < static_cast<int64_t>(h1); ++h)
+      attend_head(s, h, keys, scale, q, k, v, out, kv_map, scores.data());
+  };
+  if (s.rows == 1)
+    parallel_for(static_cast<size_t>(s.num_heads), heads);
+  else
+    heads(0, static_cast<size_t>(s.num_heads));
 }
 
 }  // namespace tessera::oracle
