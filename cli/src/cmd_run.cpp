@@ -15,6 +15,7 @@
 #include "tessera/model/tokenizer.h"
 #include "tessera/pipeline/deployment.h"
 #include "tessera/pipeline/manifest.h"
+#include "tessera/runtime/profile.h"
 #include "tessera/runtime/session.h"
 
 namespace {
@@ -24,7 +25,7 @@ namespace fs = std::filesystem;
 struct RunArgs {
   std::string dir, prompt, bucket = "exact";
   int64_t max_tokens = 64;
-  bool chat = false;
+  bool chat = false, profile = false;
   tessera::runtime::SamplingOptions sampling;
 };
 
@@ -45,6 +46,7 @@ int run(const RunArgs& a) {
 
   runtime::SessionOptions so = d.session;  // the plans phases 4-6 gated
   so.bucket = bucket;
+  so.profile = a.profile;
   runtime::Session session(d.config, d.weights, spec, so);
   runtime::GenerateOptions go;
   go.max_new_tokens = a.max_tokens;
@@ -72,6 +74,9 @@ int run(const RunArgs& a) {
                p.host_seconds, r.decode.size(), rate(1, dp).c_str(), dp * 1e3, dh,
                runtime::stop_reason_name(r.stop), r.stop_message.c_str(), spec.name.c_str(),
                spec.calibration.c_str());
+  if (a.profile && !r.decode.empty())
+    std::fprintf(stderr, "host time per decode token by launch (--profile; predicted on spec %s):\n%s",
+                 spec.name.c_str(), runtime::format_profile(runtime::decode_profile(r)).c_str());
   return 0;
 }
 
@@ -86,6 +91,8 @@ tessera::cli::Action setup_run(CLI::App& app) {
   tessera::cli::add_sampling_options(sub, a->sampling);
   sub->add_option("--bucket", a->bucket, "Prefill shapes: exact | pow2")->capture_default_str();
   sub->add_flag("--chat", a->chat, "Send the prompt as a user message in the model's chat template");
+  sub->add_flag("--profile", a->profile,
+                "Print the host time of a decode token per kind of launch beside its predicted NPU time");
   return [a] { return run(*a); };
 }
 TESSERA_COMMAND("run", setup_run);

@@ -401,13 +401,19 @@ ExecResult Executor::run(const Plan& plan, const Values& inputs, const std::set<
     const Step& step = plan.steps[i];
     TESSERA_CHECK(!step.launches.empty(), "executor: step {} of {} has no launches", i, plan.steps.size());
     const auto t0 = Clock::now();
+    std::vector<LaunchRecord> launches;
+    launches.reserve(step.launches.size());
     // A fused step's launches run in sequence, handing packed values on.
     for (const Launch& l : step.launches) {
       TESSERA_CHECK(l.node < plan.graph.nodes.size(), "executor: step {} names node {} of {}",
                     l.name, l.node, plan.graph.nodes.size());
       const Node& node = plan.graph.nodes[l.node];
+      const auto t_launch = Clock::now();
       if (step.kind == StepKind::npu) run_npu_launch(l, node, values, *weights_, *this, sim_, i);
       else values.put(node.output.str(), i, run_host_step(l, node, values, *weights_));
+      const double predicted =
+          step.kind == StepKind::npu ? l.timing.total_seconds - l.timing.overhead_seconds : l.host_seconds;
+      launches.push_back({l.name, predicted, seconds_since(t_launch)});
     }
     values.release(plan, step, i);
     if (weights_->release_after_use)
@@ -415,7 +421,7 @@ ExecResult Executor::run(const Plan& plan, const Values& inputs, const std::set<
         for (const std::string& key : l.weight_layouts)
           if (!key.empty() && weights_->contains(key) && weights_->releases(key)) weights_->release_pages(key);
     StepRecord rec{step.name(), step.front().shape.op, step.kind == StepKind::npu, step.seconds(),
-                   seconds_since(t0)};
+                   seconds_since(t0), std::move(launches)};
     result.predicted_seconds += rec.predicted_seconds;
     result.steps.push_back(std::move(rec));
     if (progress) progress(i + 1, plan.steps.size());

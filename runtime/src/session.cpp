@@ -214,6 +214,7 @@ std::vector<float> Session::forward(std::span<const int32_t> tokens, int64_t rea
   std::shared_ptr<const compiler::Plan> owned;
   if (S == 1) decode_plan(P);
   else owned = std::make_shared<const compiler::Plan>(lower_plan(S, P));
+  const double plan_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   const std::shared_ptr<const compiler::Plan> plan_ptr = S == 1 ? decode_plan_ : owned;
   const compiler::Plan& plan = *plan_ptr;
   weights_->check_covers({&plan});  // InputError naming a missing layout
@@ -253,7 +254,8 @@ std::vector<float> Session::forward(std::span<const int32_t> tokens, int64_t rea
   last_values_ = std::move(res.values);
   last_plan_ = plan_ptr;
   last_timing_ = CallTiming{real, S, res.predicted_seconds,
-                            std::chrono::duration<double>(Clock::now() - t0).count()};
+                            std::chrono::duration<double>(Clock::now() - t0).count(), plan_seconds, {}};
+  if (opts_.profile) last_timing_.steps = std::move(res.steps);
   return logits;
 }
 

@@ -7,6 +7,7 @@
 
 #include "runtime_fixture.h"
 #include "tessera/core/error.h"
+#include "tessera/runtime/profile.h"
 
 namespace tessera::runtime {
 namespace {
@@ -29,6 +30,44 @@ TEST(Session, RejectsBadInput) {
   // Packed weights that lack the plans' layouts are refused at construction.
   auto empty = std::make_shared<compiler::PackedWeights>();
   EXPECT_THROW(Session(m.config, empty, m.spec), InputError);
+}
+
+// The profile's rows account for every decode call's host time: the ops'
+// steps, the plan and the rest add up to the mean call, and the ops' predicted
+// times to the mean predicted time.
+TEST(Session, DecodeProfileAddsUpToTheCalls) {
+  const TinyModel& m = testing::tiny("tiny");
+  SessionOptions o;
+  o.profile = true;
+  Session s = testing::make_session(m, o);
+  const GenerateResult r = s.generate(std::vector<int32_t>{1, 2, 3}, testing::greedy(4));
+  ASSERT_EQ(r.decode.size(), 3u);
+  const std::vector<OpProfileRow> rows = decode_profile(r);
+  double host = 0, predicted = 0, steps = 0;
+  for (const auto& row : rows) {
+    host += row.host_ms;
+    predicted += row.predicted_ms;
+    steps += row.steps_per_token;
+  }
+  double want_host = 0, want_predicted = 0;
+  for (const auto& c : r.decode) {
+    want_host += c.host_seconds * 1e3 / 3;
+    want_predicted += c.predicted_seconds * 1e3 / 3;
+    EXPECT_GT(c.plan_host_seconds, 0);
+    EXPECT_LT(c.plan_host_seconds, c.host_seconds);
+  }
+  EXPECT_NEAR(host, want_host, 1e-6 * want_host);
+  EXPECT_NEAR(predicted, want_predicted, 1e-6 * want_predicted);
+  size_t launches = 0;
+  for (const auto& step : r.decode[0].steps) launches += step.launches.size();
+  EXPECT_EQ(steps, static_cast<double>(launches + r.decode[0].steps.size()));  // "dispatch" counts steps
+  EXPECT_EQ(rows[rows.size() - 2].op, "plan");
+  EXPECT_EQ(rows.back().op, "rest");
+  for (const auto& row : rows) EXPECT_EQ(row.op.find("L0."), std::string::npos) << row.op;  // layers folded
+  EXPECT_NE(format_profile(rows).find("total"), std::string::npos);
+  // Without the option the calls keep no steps, and the profile says so.
+  Session plain = testing::make_session(m);
+  EXPECT_THROW(decode_profile(plain.generate(std::vector<int32_t>{1, 2}, testing::greedy(2))), UsageError);
 }
 
 }  // namespace

@@ -28,12 +28,22 @@ namespace tessera::runtime {
 
 using Values = std::map<std::string, std::vector<float>>;
 
+// One launch of a step: its own predicted time (npu: the design's, without
+// the dispatch overhead its step pays once; host: the host model's) and this
+// machine's wall time for it.
+struct LaunchRecord {
+  std::string name;  // Launch::name, "L0.q"
+  double predicted_seconds = 0;
+  double host_seconds = 0;
+};
+
 struct StepRecord {
   std::string name;          // Step::name
   std::string op;            // op name
   bool npu = true;
   double predicted_seconds = 0;  // Step::seconds()
   double host_seconds = 0;       // wall time of this step on this machine (simulation)
+  std::vector<LaunchRecord> launches;
 };
 
 struct ExecResult {

@@ -64,6 +64,9 @@ struct SessionOptions {
   // keep_resident) when they total at most this many bytes; 0: never. For a
   // process that holds nothing else as large (run, chat, serve).
   int64_t resident_decode_bytes = 0;
+  // Keep every call's per-step records (CallTiming::steps): `tessera run
+  // --profile`'s per-op breakdown of the host time.
+  bool profile = false;
 };
 
 struct CallTiming {
@@ -71,6 +74,8 @@ struct CallTiming {
   int64_t compiled_tokens = 0;    // bucket length actually run
   double predicted_seconds = 0;   // NPU + host model
   double host_seconds = 0;        // wall time on this machine
+  double plan_host_seconds = 0;   // of which lowering (or, decoding, retargeting) the plan
+  std::vector<StepRecord> steps;  // the executor's, when SessionOptions::profile
 };
 
 enum class StopReason { eos, max_tokens, context_full, callback };
