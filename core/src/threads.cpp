@@ -32,8 +32,11 @@ namespace {
 // Before parking, a worker (and a caller waiting for the last chunk) spins a
 // bounded while: a decode token is a few hundred short jobs back to back
 // (the oracle's GEMVs), and a futex sleep and wake per job cost about a
-// sixth of the oracle's decode time on this 2-core machine.
-constexpr int kSpins = 1 << 11;  // tens of microseconds of pause instructions
+// sixth of the oracle's decode time on this 2-core machine. The simulator's
+// decode GEMVs come 50-150 us apart (a launch's setup and serial prefix in
+// between), so the spin covers a few hundred microseconds: a PAUSE takes
+// about 25 ns on this Zen 4 VM.
+constexpr int kSpins = 1 << 14;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -155,6 +158,14 @@ void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn,
   if (pool().run(n, chunk, chunks, fn)) return;
   // Nested or concurrent call: the same chunks, in order, on this thread.
   for (size_t c = 0; c < chunks; ++c) fn(c * chunk, std::min(n, (c + 1) * chunk));
+}
+
+void parallel_for_each(size_t n, const std::function<void(size_t)>& fn) {
+  if (n == 0) return;
+  const std::function<void(size_t, size_t)> body = [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) fn(i);
+  };
+  if (thread_count() <= 1 || n == 1 || !pool().run(n, 1, n, body)) body(0, n);
 }
 
 }  // namespace tessera

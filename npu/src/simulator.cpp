@@ -345,23 +345,30 @@ bool run_partitions(sim::LaunchState& st) {
     sim::advance_done_prefix(st);
     return st.gate_suffix_max[st.done_prefix] <= st.done_prefix;
   };
+  // The broadcasts alone first: a resident x lands in one object per core,
+  // and a round of every core and connection cost as much as the broadcast.
+  for (size_t i : st.prefix) sim::run_connection(st, st.conns[i]);
   while (!released()) {
     bool progress = run_cores(st, st.groups, false);
     for (auto& c : st.conns) progress |= sim::run_connection(st, c);
     if (!progress) return false;
   }
-  parallel_for(st.parts.size(), [&](size_t b, size_t e) {
-    for (size_t p = b; p < e; ++p) run_part(st, st.parts[p]);
-  });
+  // Parts are claimed one at a time by whichever thread is free: a GEMV's
+  // first column may carry fewer streams than the others.
+  parallel_for_each(st.parts.size(), [&](size_t p) { run_part(st, st.parts[p]); });
   st.stats.host_partitions = static_cast<int>(st.parts.size());
   return true;
 }
 
-// Partitions pay off when a launch streams enough bytes to outweigh waking a
-// host thread (tens of microseconds): llama-3.2-1b's decode GEMVs, not
-// SmolLM2-135M's 576-wide ones.
+// Partitions pay off when a launch streams enough bytes to outweigh handing
+// work to a pool thread. The pool's workers spin before they park
+// (core/threads.cpp), so a handoff costs microseconds, not the tens of a
+// futex wake: SmolLM2-135M's 576-wide decode GEMVs (221 KB to 1.8 MB) now
+// gain too (100-token run 6.4 -> 5.2 s wall on this 2-core machine, where a
+// 2 MiB threshold had measured no faster before the pool spun). Below 64 KiB
+// a launch is a few dozen kernel calls, under the handoff's cost.
 bool worth_partitions(const sim::LaunchState& st) {
-  constexpr int64_t kMinStreamBytes = 2 << 20;
+  constexpr int64_t kMinStreamBytes = 64 << 10;
   return st.partitions_on && st.parts.size() >= 2 && st.stream_bytes >= kMinStreamBytes && thread_count() >= 2;
 }
 

@@ -209,6 +209,9 @@ void count_pool_bytes(LaunchState& st, Tally& tally, const PoolEnd& e, int64_t b
 // (objects read .. read + group - 1) and then its tail of that repeat
 // (Fifo::repeat_tail): the pool object it sends next.
 int64_t source_index(const LaunchState& st, const Connection& c) {
+  // A plain FIFO (the most of a decode's sources): sent in order, no divisions.
+  if (c.fifo->repeat == 1 && c.fifo->repeat_tail == 0)
+    return st.pools[c.source.pool].read[c.source.cursor] + c.repeat_sent;
   const int64_t group = c.fifo->repeat_group, tail = c.fifo->repeat_tail, per = group + tail;
   const int64_t rep = c.repeat_sent / per, j = c.repeat_sent % per;
   return st.pools[c.source.pool].read[c.source.cursor] + (j < group ? j : group + rep * tail + (j - group));

@@ -235,6 +235,8 @@ struct LaunchState {
   std::vector<size_t> gate_suffix_max;  // max of wait_gate over tasks i.. (one past the end: 0)
   int64_t stream_bytes = 0;             // bytes the to_device tasks read per run
   bool partitions_on = true;            // Simulator::set_host_partitions, bound per run
+  // The tile memories (data() per tile, map order) bind_memory last bound to.
+  std::vector<const std::byte*> bound_bases;
 };
 
 // simulator_core.cpp

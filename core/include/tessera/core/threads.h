@@ -15,4 +15,10 @@ size_t thread_count();
 void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn,
                   size_t min_chunk = 1);
 
+// Calls fn(i) for every i in [0, n), each index once, on whichever thread is
+// free next (indices are claimed in order): for independent pieces of uneven
+// size whose results do not depend on the thread that runs them. Blocks
+// until done.
+void parallel_for_each(size_t n, const std::function<void(size_t)>& fn);
+
 }  // namespace tessera
