@@ -79,5 +79,22 @@ TEST(ParallelFor, AnExceptionInAChunkReachesTheCaller) {
   EXPECT_EQ(chunks_of(16), expected_chunks(16));
 }
 
+// parallel_for_each: every index once, nested inside a parallel_for body
+// too, and a throwing index reaches the caller.
+TEST(ParallelForEach, RunsEveryIndexOnce) {
+  for (size_t n : {0u, 1u, 2u, 9u, 300u}) {
+    std::vector<std::atomic<int>> runs(n);
+    parallel_for_each(n, [&](size_t i) { runs[i] += 1; });
+    for (size_t i = 0; i < n; ++i) EXPECT_EQ(runs[i].load(), 1) << "index " << i << " of " << n;
+  }
+  std::atomic<size_t> sum{0};
+  parallel_for(3, [&](size_t b, size_t e) {
+    for (size_t k = b; k < e; ++k) parallel_for_each(10, [&](size_t i) { sum += i; });
+  });
+  EXPECT_EQ(sum.load(), 3u * 45u);
+  EXPECT_THROW(parallel_for_each(5, [](size_t i) { if (i == 3) throw std::runtime_error("index failed"); }),
+               std::runtime_error);
+}
+
 }  // namespace
 }  // namespace tessera
