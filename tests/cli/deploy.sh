@@ -33,6 +33,11 @@ grep -q "^prompt [0-9]* tokens (bucket [0-9]*); prefill: NPU predicted .* host .
   || fail "no timing line: $(cat "$tmp/run.err")"
 "$bin" run "$d" -p "Once upon a time" -n 3 --bucket pow2 > /dev/null 2> "$tmp/run2.err" || fail "pow2 bucket run failed"
 grep -q "(bucket 16)" "$tmp/run2.err" || fail "pow2 bucket not used: $(cat "$tmp/run2.err")"
+# --profile: a row per kind of launch, then dispatch, plan, rest and the total.
+"$bin" run "$d" -p "Once upon a time" -n 4 --profile > /dev/null 2> "$tmp/run3.err" || fail "profile run failed"
+for row in q attn_out down logits dispatch plan rest total; do
+  grep -qE "^$row +[0-9.]+ +-?[0-9.]+ +-?[0-9.]+ +-?[0-9.]+%$" "$tmp/run3.err" || fail "profile has no '$row' row: $(cat "$tmp/run3.err")"
+done
 
 # A planted bug on the device fails a gate: exit 5, one line naming phase, tap and metric.
 set +e
