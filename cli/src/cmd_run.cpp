@@ -66,8 +66,8 @@ int run(const RunArgs& a) {
   const auto& p = r.prefill;
   const double dp = r.decode_predicted_seconds_per_token(), dh = r.decode_host_seconds_per_token();
   std::fprintf(stderr,
-               "prompt %lld tokens (bucket %lld); prefill: NPU predicted %.3f ms (%s), host %.2f s; "
-               "decode: %zu steps, NPU predicted %s (%.3f ms/token), host %.2f s/token; stop: %s (%s); "
+               "prompt %lld tokens (bucket %lld); prefill: NPU predicted %.3f ms (%s), host %.3f s; "
+               "decode: %zu steps, NPU predicted %s (%.3f ms/token), host %.4f s/token; stop: %s (%s); "
                "predicted on spec %s (calibration: %s)\n",
                static_cast<long long>(p.tokens), static_cast<long long>(p.compiled_tokens),
                p.predicted_seconds * 1e3, rate(static_cast<double>(p.tokens), p.predicted_seconds).c_str(),
