@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <regex>
 
 #include <fmt/format.h>
 
@@ -14,20 +15,8 @@ namespace {
 // A name without its layers ("L3.q" -> "q", "L3.attn_norm..L3.v" -> "attn_norm..v"):
 // the same launch of every layer is one row.
 std::string step_kind(const std::string& name) {
-  std::string out;
-  for (size_t i = 0; i < name.size();) {
-    size_t j = i;
-    if (name[j] == 'L' && (j == 0 || name[j - 1] == '.')) {
-      ++j;
-      while (j < name.size() && name[j] >= '0' && name[j] <= '9') ++j;
-      if (j > i + 1 && j < name.size() && name[j] == '.') {
-        i = j + 1;
-        continue;
-      }
-    }
-    out += name[i++];
-  }
-  return out;
+  static const std::regex layer(R"((^|\.)L[0-9]+\.)");
+  return std::regex_replace(name, layer, "$1");
 }
 
 }  // namespace
