@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "simulator_state.h"
+#include "simulator_trace.h"
 #include "validator_rules.h"
 
 namespace tessera::npu::sim {
@@ -105,6 +106,7 @@ void call(LaunchState& st, CoreState& cs, const Instr& in) {
     std::byte* bytes = p.produce ? pool.slot(n) : const_cast<std::byte*>(pool.read_slot(n));
     spans.emplace_back(bytes, pool.slot_bytes);
   }
+  Recorder::call(cs, in, spans);
   KernelInvocation inv{std::move(spans), in.params, in.bound.get()};
   try {
     in.kernel->run(inv);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "simulator_state.h"
+#include "simulator_trace.h"
 #include "validator_rules.h"
 
 namespace tessera::npu::sim {
@@ -55,10 +56,13 @@ void copy_pattern(std::byte* region, const AccessPattern& p, int elem_bytes, int
   for (int64_t rep = 0; rep < p.repeat; ++rep) {
     int64_t pos = r.offset;
     for (;;) {
-      if constexpr (Gather)
+      if constexpr (Gather) {
         std::memcpy(stream, region + pos, r.run);
-      else
+        Recorder::copy(stream, region + pos, r.run);
+      } else {
         std::memcpy(region + pos, stream, r.run);
+        Recorder::copy(region + pos, stream, r.run);
+      }
       stream += r.run;
       size_t d = n;  // odometer over the outer dims, innermost first
       for (; d > 0; --d) {
@@ -151,8 +155,8 @@ void finish_task(LaunchState& st, ShimQueue& q) {
 }
 
 // Starts the next task when idle and past its wait; a to_device task gathers
-// its whole stream.
-bool shim_ready(LaunchState& st, ShimQueue& q, bool to_device, Tally& tally) {
+// its whole stream. `conn` is the queue's connection (for a recording).
+bool shim_ready(LaunchState& st, ShimQueue& q, bool to_device, Tally& tally, size_t conn) {
   if (q.active) return true;
   if (q.next >= q.tasks.size()) return false;
   const DmaTask& t = *q.tasks[q.next];
@@ -169,11 +173,13 @@ bool shim_ready(LaunchState& st, ShimQueue& q, bool to_device, Tally& tally) {
       q.direct = host + at;
     } else {
       q.staging.resize(q.size);
+      Recorder::scratch(conn, 0, q.staging.data(), q.size);
       gather(host, t.pattern, h.elem_bytes, h.bytes, q.staging.data());
     }
     tally.ddr_read_bytes += q.size;
   } else {
     q.staging.resize(q.size);
+    Recorder::scratch(conn, 1, q.staging.data(), q.size);
   }
   return true;
 }
@@ -306,11 +312,12 @@ void build_connections(LaunchState& st) {
 
 bool run_connection(LaunchState& st, Connection& c) {
   bool progress = false;
+  const auto index = static_cast<size_t>(&c - st.conns.data());
   for (;;) {
-    if (c.shim_source ? !shim_ready(st, c.source_q, true, c.tally)
+    if (c.shim_source ? !shim_ready(st, c.source_q, true, c.tally, index)
                       : source_index(st, c) >= st.pools[c.source.pool].min_written())
       break;
-    bool ready = !c.shim_sink || shim_ready(st, c.sink_q, false, c.tally);
+    bool ready = !c.shim_sink || shim_ready(st, c.sink_q, false, c.tally, index);
     for (const auto& e : c.sinks) {
       const Pool& p = st.pools[e.pool];
       ready = ready && p.writable(p.written[e.cursor]);
@@ -334,6 +341,7 @@ bool run_connection(LaunchState& st, Connection& c) {
         stable = p.may_alias && p.alias[static_cast<size_t>(p.slot_index(n))] != nullptr;
       } else {
         c.temp.resize(c.chunk);
+        Recorder::scratch(index, 2, c.temp.data(), c.chunk);
         gather(obj, c.source.pattern, c.source.elem_bytes, c.source.object_bytes, c.temp.data());
         data = c.temp.data();
       }
@@ -352,10 +360,12 @@ bool run_connection(LaunchState& st, Connection& c) {
       // token, A/B on this machine).
       if (alias && p.kind == TileKind::compute) prefetch(data, c.chunk);
       if (!alias) {  // else the slot reads as the host bytes
-        if (e.pattern == AccessPattern{})
+        if (e.pattern == AccessPattern{}) {
           std::memcpy(obj, data, c.chunk);
-        else
+          Recorder::copy(obj, data, c.chunk);
+        } else {
           scatter(obj, e.pattern, e.elem_bytes, e.object_bytes, data);
+        }
       }
       count_pool_bytes(st, c.tally, e, c.chunk);
       ++p.written[e.cursor];
@@ -363,6 +373,7 @@ bool run_connection(LaunchState& st, Connection& c) {
     if (c.shim_sink) {
       ShimQueue& q = c.sink_q;
       std::memcpy(q.staging.data() + q.pos, data, c.chunk);
+      Recorder::copy(q.staging.data() + q.pos, data, c.chunk);
       if (q.channel >= 0) st.stats.channels[q.channel].bytes += c.chunk;
       q.pos += c.chunk;
       if (q.pos == q.size) {  // task complete: land it in DDR

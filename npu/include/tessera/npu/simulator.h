@@ -60,6 +60,10 @@ struct LaunchStats {
   // host threads (0: it ran in the serial order). Every other field, and every
   // byte the launch wrote, is the same either way.
   int host_partitions = 0;
+  // Host speed only: the run replayed the byte operations an earlier run of
+  // the same prepared design recorded (Simulator::set_replay) instead of
+  // interpreting the cores and DMAs. Every other field is the same either way.
+  bool replayed = false;
   int64_t ddr_bytes() const { return ddr_read_bytes + ddr_write_bytes; }
   int64_t macs() const;
 };
@@ -72,6 +76,7 @@ struct SimStats {
 
 namespace sim {
 struct LaunchState;  // simulator_state.h
+struct TraceSlot;    // simulator_trace.h
 }
 
 // A design validated against one simulator's spec and registry, with every
@@ -88,6 +93,9 @@ class PreparedDesign {
   Design design_;
   std::vector<LaunchLayout> layouts_;  // by launch
   std::vector<std::shared_ptr<const sim::LaunchState>> launches_;  // by launch, unbound
+  // By launch: the byte operations of one run, replayed by later runs
+  // (simulator_trace.h).
+  std::vector<std::shared_ptr<sim::TraceSlot>> traces_;
   uint64_t owner_;                      // Simulator::id_ of the simulator that validated it
   // Run states (one per launch) of finished runs, reset and reused instead of
   // copied from launches_ per run; one set per concurrent run.
@@ -114,10 +122,17 @@ class Simulator {
   // landed) may run side by side on host threads; on by default. Off, every
   // launch runs in the serial order (tests compare the two).
   void set_host_partitions(bool on) { host_partitions_ = on; }
+  // Whether a prepared design's later runs replay the byte operations its
+  // second run made (copies and kernel calls, in the scheduler's order)
+  // instead of interpreting its cores and DMAs again; on by default. The
+  // scheduler never looks at the data, so a replay writes the bytes and
+  // returns the statistics the interpreter would (tests compare the two).
+  void set_replay(bool on) { replay_ = on; }
 
  private:
   DeviceSpec spec_;
   bool host_partitions_ = true;
+  bool replay_ = true;
   const KernelRegistry* registry_;
   uint64_t id_;
 };
