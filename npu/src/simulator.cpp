@@ -514,8 +514,8 @@ SimStats Simulator::run(const PreparedDesign& prepared, HostMemory& host, const 
   } put_back{prepared, states};
   for (size_t i = 0; i < states.size(); ++i) {
     sim::TraceSlot& slot = *prepared.traces_[i];
-    const int earlier_runs = replay_ ? slot.runs.fetch_add(1) : 0;
-    if (earlier_runs >= 2 && !slot.failed) {
+    const int earlier_runs = replay_ ? slot.runs.fetch_add(1) : -1;
+    if (earlier_runs >= 1 && !slot.failed) {
       std::shared_ptr<const sim::Trace> trace;
       {
         std::lock_guard lock(slot.mu);
@@ -535,7 +535,7 @@ SimStats Simulator::run(const PreparedDesign& prepared, HostMemory& host, const 
     st.views = views;
     sim::bind_memory(st, mem);
     std::optional<sim::Recorder> rec;
-    if (earlier_runs == 1 && !slot.failed) {
+    if (earlier_runs == 0) {
       rec.emplace(st, *prepared.launches_[i], mem);
       rec->begin_head();
     }

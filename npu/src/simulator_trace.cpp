@@ -13,10 +13,11 @@ namespace tessera::npu::sim {
 
 namespace {
 
-// Beyond this a trace costs more memory than its replay saves time (a
-// prefill GEMM's strided gathers are many short runs); such launches keep
-// the interpreter.
-constexpr size_t kMaxOps = size_t{1} << 18;
+// Beyond this a trace costs more memory than its replay saves time (a long
+// prefill's strided gathers are many short runs); such launches keep the
+// interpreter. 64 Ki ops of 64 bytes: 4 MiB per list. SmolLM2-135M's decode
+// designs take at most a few thousand.
+constexpr size_t kMaxOps = size_t{1} << 16;
 
 struct ThreadRecording {
   void* list = nullptr;  // Recorder::ListState of this thread's list

@@ -72,9 +72,10 @@ struct Trace {
   bool partitions_on = true;  // the run's LaunchState::partitions_on
 };
 
-// One prepared launch's trace: recorded on its second run (a design run once,
-// e.g. an attention at one decode position, never pays for it) and replayed
-// from its third.
+// One prepared launch's trace: recorded on its first run and replayed from
+// its second. A decode position's new attention and kv_append designs run
+// once per layer, so every interpreted run before the recording is one the
+// replay could have spared; recording costs about as little as the run.
 struct TraceSlot {
   std::atomic<int> runs{0};
   std::atomic<bool> failed{false};  // not traceable (threaded cores, too long, ...)

@@ -123,7 +123,7 @@ class Simulator {
   // launch runs in the serial order (tests compare the two).
   void set_host_partitions(bool on) { host_partitions_ = on; }
   // Whether a prepared design's later runs replay the byte operations its
-  // second run made (copies and kernel calls, in the scheduler's order)
+  // first run made (copies and kernel calls, in the scheduler's order)
   // instead of interpreting its cores and DMAs again; on by default. The
   // scheduler never looks at the data, so a replay writes the bytes and
   // returns the statistics the interpreter would (tests compare the two).
