@@ -1,7 +1,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -51,41 +50,6 @@ void put_bytes(std::FILE* f, const void* p, size_t n, const std::filesystem::pat
     throw_error<FileError>("{}: write failed: {}", file.string(), std::strerror(errno));
 }
 
-// The file in writes of 8 MiB at offsets that are multiples of 8 MiB, not
-// one write per tensor (a packed decode weight is a few hundred KB): the page
-// cache then holds it in 2 MiB folios, which a reader's mapping takes with one
-// TLB entry each, where 4 KiB pages cost a page walk per 4 KiB of a decode
-// token's weight stream. (SmolLM2-135M decode on the simulator, the packed
-// file rewritten in 4 MiB writes: 0.052 -> 0.044 s/token, 3 interleaved runs
-// each; the deploy's own writes had left 13 % of it in 2 MiB folios.)
-class ChunkedWriter {
- public:
-  static constexpr size_t kWrite = size_t{8} << 20;
-  ChunkedWriter(std::FILE* f, const std::filesystem::path& file) : f_(f), file_(file) {
-    std::setvbuf(f_, nullptr, _IONBF, 0);  // each chunk straight to write(2)
-    buf_.reserve(kWrite);
-  }
-  void put(const void* data, size_t n) {
-    const auto* p = static_cast<const std::byte*>(data);
-    while (n > 0) {
-      const size_t k = std::min(kWrite - buf_.size(), n);
-      buf_.insert(buf_.end(), p, p + k);
-      p += k;
-      n -= k;
-      if (buf_.size() == kWrite) flush();
-    }
-  }
-  void flush() {
-    put_bytes(f_, buf_.data(), buf_.size(), file_);
-    buf_.clear();
-  }
-
- private:
-  std::FILE* f_;
-  const std::filesystem::path& file_;
-  std::vector<std::byte> buf_;
-};
-
 void put_length(std::FILE* f, uint64_t n, const std::filesystem::path& file) {
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
@@ -103,11 +67,8 @@ void write_safetensors(const std::filesystem::path& out,
   tmp += ".tmp";
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(tmp.c_str(), "wb"));
   if (!f) throw_error<FileError>("{}: cannot create: {}", tmp.string(), std::strerror(errno));
-  ChunkedWriter out_chunks(f.get(), tmp);
-  auto put = [&](const void* p, size_t n) { out_chunks.put(p, n); };
-  unsigned char len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(text.size() >> (8 * i));
-  put(len, 8);
+  auto put = [&](const void* p, size_t n) { put_bytes(f.get(), p, n, tmp); };
+  put_length(f.get(), text.size(), tmp);
   put(text.data(), text.size());
   constexpr uint64_t kChunk = 8u << 20;  // bounded memory for multi-GB files
   std::vector<std::byte> buf;
@@ -120,7 +81,6 @@ void write_safetensors(const std::filesystem::path& out,
       put(buf.data(), buf.size());
     }
   }
-  out_chunks.flush();
   if (std::fclose(f.release()) != 0)
     throw_error<FileError>("{}: close failed: {}", tmp.string(), std::strerror(errno));
   std::error_code ec;
@@ -152,7 +112,6 @@ SafetensorsStreamWriter::SafetensorsStreamWriter(std::filesystem::path out, uint
   tmp_ += ".tmp";
   file_.reset(std::fopen(tmp_.c_str(), "wb"));
   if (!file_) throw_error<FileError>("{}: cannot create: {}", tmp_.string(), std::strerror(errno));
-  std::setvbuf(file_.get(), nullptr, _IONBF, 0);  // put_data writes whole chunks
   // Room for the length and the header, filled in by finish().
   if (std::fseek(file_.get(), static_cast<long>(8 + reserve_), SEEK_SET) != 0)
     throw_error<FileError>("{}: seek failed: {}", tmp_.string(), std::strerror(errno));
@@ -173,28 +132,8 @@ void SafetensorsStreamWriter::add(const std::string& name, DType dtype, const Sh
     throw_error<SafetensorsError>("{}: tensor '{}' has shape {} ({} bytes) but {} bytes of data",
                                   out_.string(), name, shape_str(shape), n, data.size());
   entries_.push_back({name, dtype, shape});
-  put_data(data);
+  put_bytes(file_.get(), data.data(), data.size(), tmp_);
   offset_ += n;
-}
-
-// Whole chunks end at multiples of ChunkedWriter::kWrite in the file; the
-// middle of a large tensor goes out straight from `data`, without a copy.
-void SafetensorsStreamWriter::put_data(std::span<const std::byte> data) {
-  constexpr uint64_t kWrite = ChunkedWriter::kWrite;
-  const uint64_t start = 8 + reserve_ + offset_ - pending_.size();  // file offset of pending_[0]
-  const uint64_t end = 8 + reserve_ + offset_ + data.size();
-  const uint64_t first_boundary = (start / kWrite + 1) * kWrite;
-  if (end < first_boundary) {
-    pending_.insert(pending_.end(), data.begin(), data.end());
-    return;
-  }
-  const size_t head = static_cast<size_t>(first_boundary - start) - pending_.size();
-  pending_.insert(pending_.end(), data.begin(), data.begin() + static_cast<std::ptrdiff_t>(head));
-  put_bytes(file_.get(), pending_.data(), pending_.size(), tmp_);
-  pending_.clear();
-  const size_t whole = static_cast<size_t>((end - first_boundary) / kWrite * kWrite);
-  put_bytes(file_.get(), data.data() + head, whole, tmp_);
-  pending_.assign(data.begin() + static_cast<std::ptrdiff_t>(head + whole), data.end());
 }
 
 void SafetensorsStreamWriter::finish(const std::map<std::string, std::string>& metadata) {
@@ -204,8 +143,6 @@ void SafetensorsStreamWriter::finish(const std::map<std::string, std::string>& m
     throw_error<SafetensorsError>("{}: header of {} bytes outgrew the {} bytes reserved for it",
                                   out_.string(), text.size(), reserve_);
   text.append(reserve_ - text.size(), ' ');
-  put_bytes(file_.get(), pending_.data(), pending_.size(), tmp_);
-  pending_.clear();
   if (std::fseek(file_.get(), 0, SEEK_SET) != 0)
     throw_error<FileError>("{}: seek failed: {}", tmp_.string(), std::strerror(errno));
   put_length(file_.get(), text.size(), tmp_);

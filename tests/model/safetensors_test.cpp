@@ -251,31 +251,6 @@ TEST_F(Safetensors, StreamWriterWritesWhatTheWholeFileWriterWrites) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "stream.safetensors.tmp"));
 }
 
-// The stream writer holds data back to write whole 8 MiB-aligned chunks (2
-// MiB page-cache folios for a reader's mapping): tensors that end short of a
-// boundary, cross one, and span several must all read back byte for byte.
-TEST_F(Safetensors, StreamWriterChunksKeepEveryByte) {
-  std::vector<Tensor> ts;
-  uint32_t seed = 1;
-  for (int64_t n : {int64_t{5}, int64_t{3} << 20, int64_t{7} << 20, int64_t{20} << 20, int64_t{1} << 20, int64_t{3}}) {
-    std::vector<float> v(static_cast<size_t>(n / 4 + 1));
-    for (auto& x : v) x = static_cast<float>(seed = seed * 1664525u + 1013904223u);
-    ts.push_back(Tensor::from_f32({static_cast<int64_t>(v.size())}, v));
-  }
-  const auto p = dir_ / "chunks.safetensors";
-  {
-    SafetensorsStreamWriter w(p, 1000);
-    for (size_t i = 0; i < ts.size(); ++i) w.add("t" + std::to_string(i), ts[i].dtype(), ts[i].shape(), {ts[i].bytes(), ts[i].nbytes()});
-    w.finish();
-  }
-  const Weights w = load_safetensors(p);
-  for (size_t i = 0; i < ts.size(); ++i) {
-    const Tensor& got = w.get("t" + std::to_string(i));
-    ASSERT_EQ(got.nbytes(), ts[i].nbytes()) << i;
-    EXPECT_EQ(std::memcmp(got.bytes(), ts[i].bytes(), got.nbytes()), 0) << "tensor " << i;
-  }
-}
-
 TEST_F(Safetensors, StreamWriterRefusesAHeaderLargerThanItsReserveAndLeavesNoFile) {
   const Tensor a = Tensor::from_f32({2}, std::vector<float>{1, 2});
   const auto p = dir_ / "small.safetensors";

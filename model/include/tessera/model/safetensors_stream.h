@@ -40,11 +40,6 @@ class SafetensorsStreamWriter {
     void operator()(std::FILE* f) const;
   };
   std::unique_ptr<std::FILE, Closer> file_;
-  // Data not yet written: the file is written in whole 8 MiB-aligned chunks
-  // (safetensors_write.cpp, ChunkedWriter) so that the page cache holds it in
-  // 2 MiB folios.
-  std::vector<std::byte> pending_;
-  void put_data(std::span<const std::byte> data);
 };
 
 }  // namespace tessera::model
