@@ -481,6 +481,9 @@ void PreparedDesign::give_states(RunStates states) const {
   idle_.push_back(std::move(states));
 }
 
+int64_t Simulator::trace_bytes() { return sim::TraceBytes::in_use(); }
+int64_t Simulator::set_trace_budget(int64_t bytes) { return sim::TraceBytes::set_budget(bytes); }
+
 SimStats Simulator::run(const Design& design, HostMemory& host, const HostViews* views) const {
   return run(*prepare(design), host, views);
 }

@@ -26,7 +26,24 @@ thread_local ThreadRecording t_recording;
 
 int align_of(const std::byte* p) { return static_cast<int>(reinterpret_cast<uintptr_t>(p) % 8); }
 
+std::atomic<int64_t> g_trace_bytes{0};
+std::atomic<int64_t> g_trace_budget{TraceBytes::kDefaultBudget};
+
 }  // namespace
+
+TraceBytes::~TraceBytes() { g_trace_bytes -= bytes_; }
+
+bool TraceBytes::claim(int64_t bytes) {
+  int64_t used = g_trace_bytes.load();
+  do {
+    if (used + bytes > g_trace_budget.load()) return false;
+  } while (!g_trace_bytes.compare_exchange_weak(used, used + bytes));
+  bytes_ += bytes;
+  return true;
+}
+
+int64_t TraceBytes::in_use() { return g_trace_bytes.load(); }
+int64_t TraceBytes::set_budget(int64_t bytes) { return g_trace_budget.exchange(bytes); }
 
 struct RecorderAccess {
   static Recorder::ListState* current() { return static_cast<Recorder::ListState*>(t_recording.list); }
@@ -154,6 +171,14 @@ std::shared_ptr<const Trace> Recorder::finish(const LaunchStats& stats) {
     for (size_t r = 0; r < trace_.regions.size(); ++r)
       trace_.regions[r].extent = std::max(trace_.regions[r].extent, ls->extent[r]);
   trace_.stats = stats;
+  int64_t bytes = 0;
+  auto count = [&](const OpList& l) {
+    bytes += static_cast<int64_t>(l.ops.capacity() * sizeof(TraceOp) + l.args.capacity() * sizeof(TraceArg));
+  };
+  count(trace_.head);
+  for (const OpList& part : trace_.parts) count(part);
+  count(trace_.tail);
+  if (!trace_.budget.claim(bytes)) return nullptr;
   return std::make_shared<const Trace>(std::move(trace_));
 }
 

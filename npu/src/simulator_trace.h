@@ -63,7 +63,28 @@ struct OpList {
   std::vector<TraceArg> args;
 };
 
+// Bytes of the traces alive in this process, against a budget: each decode
+// position's attention and kv_append designs are new and keep a trace for
+// the session, so a long generation must not grow memory without bound.
+// Past the budget a launch keeps the interpreter.
+class TraceBytes {
+ public:
+  static constexpr int64_t kDefaultBudget = int64_t{256} << 20;
+  TraceBytes() = default;
+  TraceBytes(TraceBytes&& o) noexcept : bytes_(o.bytes_) { o.bytes_ = 0; }
+  TraceBytes& operator=(TraceBytes&&) = delete;
+  ~TraceBytes();
+  // Takes `bytes` from the budget; false (nothing taken) when they do not fit.
+  bool claim(int64_t bytes);
+  static int64_t in_use();
+  static int64_t set_budget(int64_t bytes);  // the budget it replaces
+
+ private:
+  int64_t bytes_ = 0;
+};
+
 struct Trace {
+  TraceBytes budget;
   std::vector<Region> regions;
   OpList head;                // serial: everything before the partitions ran
   std::vector<OpList> parts;  // side by side (run_partitions), in part order

@@ -142,5 +142,39 @@ TEST(SimulatorReplay, AViewAtAnotherAlignmentIsInterpreted) {
   }
 }
 
+// Traces count against a process-wide budget: past it a design keeps the
+// interpreter (with its results), and a trace's bytes return to the budget
+// when its prepared design goes.
+TEST(SimulatorReplay, TracesStayWithinTheirBudget) {
+  kernels::ensure_tile_kernels_registered();
+  const npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2");
+  const kernels::BuiltOp op = kernels::op_builder("linear").build(
+      kernels::OpShape{"linear", {{"M", 1}, {"K", 576}, {"N", 192}}, {}}, spec);
+  npu::Simulator sim(spec), interpreting(spec);
+  interpreting.set_replay(false);
+  const int64_t before = npu::Simulator::trace_bytes();
+  auto runs = [&](const npu::PreparedDesign& prepared) {
+    std::vector<bool> replayed;
+    for (uint32_t run = 0; run < 3; ++run) {
+      npu::HostMemory a = packed_inputs(op, 50 + run), b = a;
+      replayed.push_back(sim.run(prepared, a).launches.at(0).replayed);
+      interpreting.run(op.design, b);
+      EXPECT_TRUE(a == b) << "run " << run;
+    }
+    return replayed;
+  };
+  {
+    const auto prepared = sim.prepare(op.design);
+    EXPECT_EQ(runs(*prepared), (std::vector<bool>{false, true, true}));
+    EXPECT_GT(npu::Simulator::trace_bytes(), before);
+  }
+  EXPECT_EQ(npu::Simulator::trace_bytes(), before);  // the trace went with its design
+  const int64_t budget = npu::Simulator::set_trace_budget(before);  // no room for another
+  const auto prepared = sim.prepare(op.design);
+  EXPECT_EQ(runs(*prepared), (std::vector<bool>{false, false, false}));
+  EXPECT_EQ(npu::Simulator::trace_bytes(), before);
+  npu::Simulator::set_trace_budget(budget);
+}
+
 }  // namespace
 }  // namespace tessera::compiler

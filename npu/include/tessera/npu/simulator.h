@@ -128,6 +128,12 @@ class Simulator {
   // scheduler never looks at the data, so a replay writes the bytes and
   // returns the statistics the interpreter would (tests compare the two).
   void set_replay(bool on) { replay_ = on; }
+  // Bytes the traces of every prepared design alive in this process hold,
+  // and their budget (256 MiB unless set): a launch whose trace would not fit
+  // keeps the interpreter. A decode position's attention and kv_append
+  // designs are new per position, so a long generation would otherwise grow.
+  static int64_t trace_bytes();
+  static int64_t set_trace_budget(int64_t bytes);  // returns the budget it replaces
 
  private:
   DeviceSpec spec_;
