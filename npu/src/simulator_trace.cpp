@@ -121,7 +121,11 @@ void Recorder::copy(std::byte* dst, const std::byte* src, int64_t bytes) {
   std::vector<TraceOp>& ops = ls->out->ops;
   if (!ops.empty()) {  // one run, where the last copy continues in both regions
     TraceOp& last = ops.back();
-    if (last.call == nullptr && last.dst.region == op.dst.region && last.src.region == op.src.region &&
+    // One memcpy equals the two only if the merged source does not overlap
+    // the merged destination (the second would read what the first wrote).
+    const bool apart = op.dst.region != op.src.region || last.dst.offset + last.bytes + bytes <= last.src.offset ||
+                       last.src.offset + last.bytes + bytes <= last.dst.offset;
+    if (last.call == nullptr && apart && last.dst.region == op.dst.region && last.src.region == op.src.region &&
         last.dst.offset + last.bytes == op.dst.offset && last.src.offset + last.bytes == op.src.offset) {
       last.bytes += bytes;
       return;
