@@ -105,8 +105,11 @@ bool Recorder::resolve(ListState& ls, const std::byte* p, int64_t bytes, Addr& o
   auto it = std::upper_bound(fixed_.begin(), fixed_.end(), p,
                              [](const std::byte* q, const Range& r) { return q < r.begin; });
   if (it != fixed_.begin() && match(*std::prev(it))) return true;
-  for (const Range& r : ls.scratch)
-    if (match(r)) return true;
+  {
+    std::lock_guard lock(scratch_mu_);
+    for (const Range& r : scratch_)
+      if (match(r)) return true;
+  }
   failed_ = true;  // bytes of no known region: not replayable
   return false;
 }
@@ -164,9 +167,11 @@ void Recorder::call(const CoreState& cs, const Instr& in, std::span<const std::s
 void Recorder::scratch(size_t conn, int which, const std::byte* data, int64_t bytes) {
   ListState* ls = RecorderAccess::current();
   if (ls == nullptr) return;
-  const auto region = static_cast<uint32_t>(ls->rec->scratch_base_ + conn * 3 + static_cast<size_t>(which));
-  std::erase_if(ls->scratch, [&](const Range& r) { return r.region == region; });
-  ls->scratch.push_back({data, data + bytes, region});
+  Recorder& rec = *ls->rec;
+  const auto region = static_cast<uint32_t>(rec.scratch_base_ + conn * 3 + static_cast<size_t>(which));
+  std::lock_guard lock(rec.scratch_mu_);
+  std::erase_if(rec.scratch_, [&](const Range& r) { return r.region == region; });
+  rec.scratch_.push_back({data, data + bytes, region});
 }
 
 std::shared_ptr<const Trace> Recorder::finish(const LaunchStats& stats) {

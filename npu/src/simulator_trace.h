@@ -133,7 +133,6 @@ class Recorder {
   struct ListState {
     Recorder* rec = nullptr;
     OpList* out = nullptr;
-    std::vector<Range> scratch;  // this thread's view of the staging buffers
     std::vector<int64_t> extent;  // by region
   };
   bool resolve(ListState& ls, const std::byte* p, int64_t bytes, Addr& out);
@@ -142,6 +141,12 @@ class Recorder {
   const LaunchState& run_;
   const LaunchState& prepared_;
   std::vector<Range> fixed_;  // tile memories and host buffers, by begin
+  // Connections' staging buffers where they are now. Shared by the run's
+  // threads: a to-device queue's stream is gathered into its staging by the
+  // head's thread and read out by whichever thread runs the connection's
+  // partition (SmolLM2's decode attention and some decode GEMVs).
+  std::mutex scratch_mu_;
+  std::vector<Range> scratch_;
   Trace trace_;
   size_t scratch_base_ = 0;  // region index of connection 0's first staging buffer
   std::mutex mu_;

@@ -92,6 +92,24 @@ TEST(SimulatorReplay, DecodeDesignsReplayWithTheInterpretersBytesAndStats) {
   }
 }
 
+// SmolLM2-135M's decode designs at full width (one layer): its attention and
+// its larger GEMVs stream enough to run by partitions on host threads, and a
+// to-device stream gathered into staging before the partitions ran is read
+// out inside one (the attention's partial states); those launches recorded
+// nothing before the staging buffers were shared by the run's threads.
+TEST(SimulatorReplay, PartitionedDecodeDesignsOfAFullWidthModelReplay) {
+  if (thread_count() < 2) GTEST_SKIP() << "partitions run side by side only with two host threads";
+  kernels::ensure_tile_kernels_registered();
+  const npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2");
+  DesignCache cache(spec);
+  model::ModelConfig config = model::preset("smollm2-135m");
+  config.num_layers = 1;
+  const Plan decode = lower(config, 1, 16, cache, {});
+  const auto [replayed, later] = compare_runs(decode, spec);
+  EXPECT_GT(later, 0);
+  EXPECT_EQ(replayed, later);
+}
+
 // Prefill designs too; a GEMM whose cores run on threads within a round is
 // not recorded and keeps the interpreter, with the same results.
 TEST(SimulatorReplay, PrefillDesignsGiveTheInterpretersBytesAndStats) {
