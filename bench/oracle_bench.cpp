@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "tessera/core/quant_blocks.h"
 #include "tessera/model/model_dir.h"
 #include "tessera/model/synth.h"
 #include "tessera/oracle/ops.h"
@@ -100,6 +102,42 @@ BENCHMARK_CAPTURE(BM_OracleGemv, f32, tessera::DType::f32)
     ->Args({49152, 576})->Args({8192, 2048})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_OracleGemv, bf16, tessera::DType::bf16)
     ->Args({49152, 576})->Args({8192, 2048})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One block-format decode kernel on one thread, as the bytes of blocks read
+// per second: SmolLM2-135M's up (1536 x 576) and down (576 x 1536) shapes,
+// cycled over `copies` matrices (1: in cache; 64: about 23 MB of Q4_1 and
+// 38 MB of Q8_0, from memory). Scales are valid f16, nibbles random.
+void BM_OracleBlockGemv(benchmark::State& state, tessera::DType dtype, tessera::oracle::detail::BlockKernel k) {
+  using namespace tessera;
+  if (!oracle::detail::block_kernel_runs(k)) {
+    state.SkipWithError("kernel not supported on this CPU");
+    return;
+  }
+  const int64_t out = state.range(0), in = state.range(1), copies = state.range(2);
+  const size_t row_bytes = static_cast<size_t>(in / kQuantBlock) * dtype_block_bytes(dtype);
+  const size_t bytes = static_cast<size_t>(out) * row_bytes;
+  std::vector<std::byte> w(bytes * static_cast<size_t>(copies));
+  uint32_t seed = 7;
+  for (auto& b : w) b = static_cast<std::byte>((seed = seed * 1664525u + 1013904223u) >> 24);
+  const uint16_t one = 0x3C00;  // f16 1.0: every block's scale (and Q4_1's min)
+  for (size_t b = 0; b < w.size(); b += dtype_block_bytes(dtype)) {
+    std::memcpy(&w[b], &one, 2);
+    if (dtype == DType::q4_1) std::memcpy(&w[b + 2], &one, 2);
+  }
+  std::vector<float> x(static_cast<size_t>(in)), y(static_cast<size_t>(out));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) * 0.25f;
+  int64_t c = 0;
+  for (auto _ : state) {
+    oracle::detail::gemv_blocks(k, dtype, x.data(), in, w.data() + static_cast<size_t>(c) * bytes, out, y.data());
+    c = (c + 1) % copies;
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
+}
+BENCHMARK_CAPTURE(BM_OracleBlockGemv, q4_1_avx512, tessera::DType::q4_1, tessera::oracle::detail::BlockKernel::avx512)
+    ->Args({1536, 576, 1})->Args({576, 1536, 1})->Args({1536, 576, 64})->Args({576, 1536, 64});
+BENCHMARK_CAPTURE(BM_OracleBlockGemv, q8_0_avx512, tessera::DType::q8_0, tessera::oracle::detail::BlockKernel::avx512)
+    ->Args({1536, 576, 1})->Args({1536, 576, 64});
 
 BENCHMARK_CAPTURE(BM_OraclePrefill, qwen3_0_6b, std::string("qwen3-0.6b"))
     ->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
