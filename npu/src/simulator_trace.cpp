@@ -204,30 +204,65 @@ namespace {
 // the next call reads them within a few hundred nanoseconds.
 constexpr size_t kAhead = 1;
 
+// And kFar calls ahead into L2 (prefetcht1), beside the L1 prefetch: a call
+// (a 2 x 576 GEMV block, 2.3 KB) takes about as long as one DRAM miss, so
+// one call's lead hides little of it, and more calls ahead into L1 held the
+// core's few L1 miss buffers (slower, above). L2 has more in flight. SmolLM2
+// decode GEMV rows (q k v o gate up down logits), `tessera run -n 16
+// --profile`, 5 interleaved rounds: 25.2 host ms per token without, 21.0
+// three calls ahead, 21.6 four, 22.5 six; bench/sim_decode_bench from DRAM,
+// 3 rounds: q 56-68 -> 41-51 us, up 124-148 -> 90-96, down 136-186 ->
+// 135-151.
+constexpr size_t kFar = 3;
+
 // GCC 12 at -O2 drops a loop of __builtin_prefetch here as free of side
 // effects (-ffinite-loops): the asm keeps it.
+template <int Level>
 inline void prefetch_line(const std::byte* p) {
 #if defined(__x86_64__)
-  asm volatile("prefetcht0 %0" : : "m"(*p));
+  if constexpr (Level == 0) asm volatile("prefetcht0 %0" : : "m"(*p));
+  else asm volatile("prefetcht1 %0" : : "m"(*p));
 #else
-  __builtin_prefetch(p, 0, 3);
+  __builtin_prefetch(p, 0, Level == 0 ? 3 : 2);
 #endif
 }
 
-void prefetch_call(const OpList& list, const TraceOp& op, const std::vector<std::byte*>& base,
+// The host args of call `op`, but those `now` (the call running) reads at the
+// same place: its x, already in cache.
+template <int Level>
+void prefetch_call(const OpList& list, const TraceOp& op, const TraceOp* now, const std::vector<std::byte*>& base,
                    const std::vector<char>& host_region) {
   for (size_t a = 0; a < op.call->args.size(); ++a) {
     const TraceArg& t = list.args[op.first_arg + a];
     if (!host_region[t.at.region]) continue;
+    if (now != nullptr && a < now->call->args.size()) {
+      const Addr& u = list.args[now->first_arg + a].at;
+      if (u.region == t.at.region && u.offset == t.at.offset) continue;
+    }
     const std::byte* p = base[t.at.region] + t.at.offset;
-    for (int64_t off = 0; off < t.bytes; off += 64) prefetch_line(p + off);
+    for (int64_t off = 0; off < t.bytes; off += 64) prefetch_line<Level>(p + off);
   }
 }
+
+// A cursor `lead` calls ahead of the running one.
+struct Lookahead {
+  size_t next = 0;  // the op after the last one passed
+  size_t calls = 0;  // calls passed beyond the running one
+};
 
 void run_list(const OpList& list, const std::vector<std::byte*>& base, const std::vector<char>& host_region) {
   thread_local std::vector<std::span<std::byte>> spans;
   const std::vector<TraceOp>& ops = list.ops;
-  size_t ahead = 0, lead = 0;  // next op to prefetch; calls prefetched beyond the current one
+  Lookahead near, far;
+  // Moves `c` to `lead` calls past op i, prefetching each call it passes at
+  // `lead` (only the last for a cursor that starts behind).
+  auto advance = [&]<int Level>(Lookahead& c, size_t i, size_t lead) {
+    if (c.next <= i) c = {i + 1, 0};
+    else if (c.calls > 0) --c.calls;
+    for (; c.next < ops.size() && c.calls < lead; ++c.next)
+      if (ops[c.next].call && ++c.calls == lead)
+        prefetch_call<Level>(list, ops[c.next], Level == 0 ? nullptr : &ops[i], base, host_region);
+  };
   for (size_t i = 0; i < ops.size(); ++i) {
     const TraceOp& op = ops[i];
     if (op.call == nullptr) {
@@ -235,13 +270,8 @@ void run_list(const OpList& list, const std::vector<std::byte*>& base, const std
                   static_cast<size_t>(op.bytes));
       continue;
     }
-    if (ahead <= i) ahead = i + 1, lead = 0;
-    else if (lead > 0) --lead;
-    for (; ahead < ops.size() && lead < kAhead; ++ahead)
-      if (ops[ahead].call) {
-        prefetch_call(list, ops[ahead], base, host_region);
-        ++lead;
-      }
+    advance.template operator()<0>(near, i, kAhead);
+    advance.template operator()<1>(far, i, kFar);
     const Instr& in = *op.call;
     KernelInvocation inv{std::move(spans), in.params, in.bound.get()};
     inv.args.clear();
