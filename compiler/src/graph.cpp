@@ -1,5 +1,6 @@
 #include "tessera/compiler/graph.h"
 
+#include <charconv>
 #include <cmath>
 #include <map>
 
@@ -13,14 +14,24 @@ namespace tessera::compiler {
 using kernels::OpShape;
 using model::WeightRole;
 
+// Built in place, not through fmt: the passes, the plan checks and the cost
+// model name values this way thousands of times per lowering and per decode
+// position's retarget.
 std::string ValueRef::str() const {
   std::string s;
+  s.reserve(name.size() + 16);
   switch (kind) {
     case ValueKind::activation: break;
     case ValueKind::weight: s = "w:"; break;
     case ValueKind::host: s = "host:"; break;
   }
-  if (layer >= 0) s += fmt::format("L{}.", layer);
+  if (layer >= 0) {
+    char digits[16];
+    const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, layer);
+    s += 'L';
+    s.append(digits, end);
+    s += '.';
+  }
   s += name;
   if (last_row) s += "[-1]";
   return s;
