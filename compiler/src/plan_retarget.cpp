@@ -39,10 +39,10 @@ void check_same_structure(const Graph& base, const Graph& next) {
 
 // The designs a retarget needs (one per distinct shape and tiles: a decode
 // position's attention and kv_append), built and probed side by side before
-// the per-launch loop finds them in the cache. Each is about a millisecond
-// of one thread's work (the builder; the layout probes over every row of
-// the resident cache), independent of the other, while the pool's threads
-// would otherwise wait for the next dispatch.
+// the per-launch loop finds them in the cache. Each is one to two
+// milliseconds of one thread's work (the builder; the layout probes over
+// every row of the resident cache), independent of the other, while the
+// pool's other thread would otherwise wait for the next dispatch.
 void prebuild(const Plan& p, DesignCache& cache) {
   std::map<std::string, Launch> distinct;
   for (const Step& s : p.steps) {
@@ -57,7 +57,7 @@ void prebuild(const Plan& p, DesignCache& cache) {
       copy.shape = n.shape;
     }
   }
-  if (distinct.size() < 2) return;  // one design: the loop builds it as soon
+  if (distinct.size() < 2) return;  // one design: nothing to overlap
   std::vector<Launch*> todo;
   for (auto& [key, l] : distinct) todo.push_back(&l);
   parallel_for_each(todo.size(), [&](size_t i) { detail::build_launch(p, *todo[i], cache); });

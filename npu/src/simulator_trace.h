@@ -144,7 +144,7 @@ class Recorder {
   // Connections' staging buffers where they are now. Shared by the run's
   // threads: a to-device queue's stream is gathered into its staging by the
   // head's thread and read out by whichever thread runs the connection's
-  // partition (SmolLM2's decode attention and some decode GEMVs).
+  // partition (SmolLM2's decode attention among them).
   std::mutex scratch_mu_;
   std::vector<Range> scratch_;
   Trace trace_;
