@@ -12,6 +12,8 @@ Launch place_launch(const Plan& plan, size_t node, bool host, const npu::DeviceS
 // weight layouts nobody compares skips probing them (a probe of an LM head
 // packs hundreds of MB).
 void build_launch(const Plan& plan, Launch& l, DesignCache& cache, bool weight_keys = true);
+// The DesignCache's key of a design: its shape and tile options.
+std::string cache_key(const kernels::OpShape& shape, const kernels::TileOptions& tiles);
 // Builds every npu launch of the plan.
 std::string build_launches(Plan& plan, DesignCache& cache);
 

@@ -44,11 +44,6 @@ std::string key_of(const ValueRef& weight, uint32_t hash) {
   return fmt::format("{}@{:08x}", weight.str(), hash);
 }
 
-std::string cache_key(const kernels::OpShape& shape, const kernels::TileOptions& tiles) {
-  std::string k = shape_text(shape);
-  for (const auto& [name, v] : tiles) k += fmt::format(" t.{}={}", name, v);
-  return k;
-}
 
 // Weight probes outlive one DesignCache: every session, evaluator check and
 // tile search lowers through a cache of its own, and each probe of an
@@ -85,6 +80,12 @@ std::string probe_key(const std::string& spec_hash, const std::string& entry_key
 
 }  // namespace
 
+std::string detail::cache_key(const kernels::OpShape& shape, const kernels::TileOptions& tiles) {
+  std::string k = shape_text(shape);
+  for (const auto& [name, v] : tiles) k += fmt::format(" t.{}={}", name, v);
+  return k;
+}
+
 std::string weight_layout_key(const ValueRef& weight, const kernels::BuiltOp& op, size_t input) {
   return key_of(weight, weight_probe(op, input).hash);
 }
@@ -101,7 +102,7 @@ void DesignCache::use_tile_choices(std::shared_ptr<TileChoices> store) {
 
 const DesignCache::Entry& DesignCache::get(const kernels::OpShape& shape,
                                            const kernels::TileOptions& tiles) {
-  const std::string key = cache_key(shape, tiles);
+  const std::string key = detail::cache_key(shape, tiles);
   {
     std::lock_guard lock(mu_);
     auto it = entries_.find(key);

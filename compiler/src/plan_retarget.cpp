@@ -50,8 +50,7 @@ void prebuild(const Plan& p, DesignCache& cache) {
     for (const Launch& l : s.launches) {
       const Node& n = p.graph.nodes.at(l.node);
       if (same_shape(l.shape, n.shape)) continue;
-      std::string key = n.shape.key();
-      for (const auto& [name, v] : l.tiles) key += fmt::format(" t.{}={}", name, v);
+      const std::string key = detail::cache_key(n.shape, l.tiles);
       if (distinct.count(key)) continue;
       Launch& copy = distinct[key] = l;
       copy.shape = n.shape;

@@ -234,13 +234,13 @@ inline void prefetch_line(const std::byte* p) {
 // 5.30 / 5.21 to 4.56 / 4.89 host ms per SmolLM2 token (two sets of 5
 // interleaved rounds, `run -n 16 --profile`; totals 39.3 / 40.1 -> 35.9 / 38.4).
 template <int Level>
-void prefetch_call(const OpList& list, const TraceOp& op, const TraceOp* now, const std::vector<std::byte*>& base,
+void prefetch_call(const OpList& list, const TraceOp& op, const TraceOp& now, const std::vector<std::byte*>& base,
                    const std::vector<char>& host_region) {
   for (size_t a = 0; a < op.call->args.size(); ++a) {
     const TraceArg& t = list.args[op.first_arg + a];
     if (!host_region[t.at.region]) continue;
-    if (now != nullptr && a < now->call->args.size()) {
-      const Addr& u = list.args[now->first_arg + a].at;
+    if (a < now.call->args.size()) {
+      const Addr& u = list.args[now.first_arg + a].at;
       if (u.region == t.at.region && u.offset == t.at.offset) continue;
     }
     const std::byte* p = base[t.at.region] + t.at.offset;
@@ -265,7 +265,7 @@ void run_list(const OpList& list, const std::vector<std::byte*>& base, const std
     else if (c.calls > 0) --c.calls;
     for (; c.next < ops.size() && c.calls < lead; ++c.next)
       if (ops[c.next].call && ++c.calls == lead)
-        prefetch_call<Level>(list, ops[c.next], &ops[i], base, host_region);
+        prefetch_call<Level>(list, ops[c.next], ops[i], base, host_region);
   };
   for (size_t i = 0; i < ops.size(); ++i) {
     const TraceOp& op = ops[i];

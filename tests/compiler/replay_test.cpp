@@ -34,6 +34,13 @@ npu::HostMemory packed_inputs(const kernels::BuiltOp& op, uint32_t seed) {
   return host;
 }
 
+// SmolLM2-135M's decode k projection (576 -> 192): a GEMV whose weights are
+// read in place.
+kernels::BuiltOp k_projection(const npu::DeviceSpec& spec) {
+  return kernels::op_builder("linear").build(kernels::OpShape{"linear", {{"M", 1}, {"K", 576}, {"N", 192}}, {}},
+                                             spec);
+}
+
 void expect_same(const npu::LaunchStats& a, const npu::LaunchStats& b) {
   EXPECT_EQ(a.ddr_read_bytes, b.ddr_read_bytes);
   EXPECT_EQ(a.ddr_write_bytes, b.ddr_write_bytes);
@@ -128,8 +135,7 @@ TEST(SimulatorReplay, PrefillDesignsGiveTheInterpretersBytesAndStats) {
 TEST(SimulatorReplay, AViewAtAnotherAlignmentIsInterpreted) {
   kernels::ensure_tile_kernels_registered();
   const npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2");
-  const kernels::BuiltOp op = kernels::op_builder("linear").build(
-      kernels::OpShape{"linear", {{"M", 1}, {"K", 576}, {"N", 192}}, {}}, spec);
+  const kernels::BuiltOp op = k_projection(spec);
   npu::Simulator replaying(spec), interpreting(spec);
   interpreting.set_replay(false);
   const auto prepared = replaying.prepare(op.design);
@@ -166,8 +172,7 @@ TEST(SimulatorReplay, AViewAtAnotherAlignmentIsInterpreted) {
 TEST(SimulatorReplay, TracesStayWithinTheirBudget) {
   kernels::ensure_tile_kernels_registered();
   const npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2");
-  const kernels::BuiltOp op = kernels::op_builder("linear").build(
-      kernels::OpShape{"linear", {{"M", 1}, {"K", 576}, {"N", 192}}, {}}, spec);
+  const kernels::BuiltOp op = k_projection(spec);
   npu::Simulator sim(spec), interpreting(spec);
   interpreting.set_replay(false);
   const int64_t before = npu::Simulator::trace_bytes();
