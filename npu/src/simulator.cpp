@@ -489,12 +489,22 @@ SimStats Simulator::run(const Design& design, HostMemory& host, const HostViews*
 }
 
 SimStats Simulator::run(const PreparedDesign& prepared, HostMemory& host, const HostViews* views) const {
+  SimStats stats;
+  run_into(prepared, host, views, &stats);
+  return stats;
+}
+
+void Simulator::run_bytes(const PreparedDesign& prepared, HostMemory& host, const HostViews* views) const {
+  run_into(prepared, host, views, nullptr);
+}
+
+void Simulator::run_into(const PreparedDesign& prepared, HostMemory& host, const HostViews* views,
+                         SimStats* stats) const {
   if (prepared.owner_ != id_)
     throw_error<InternalError>("design '{}' was prepared by another simulator (spec or kernel registry may differ)",
                                prepared.design_.name);
   const Design& design = prepared.design_;
   prepare_host(design, host, views);
-  SimStats stats;
   // Tile memories persist across the launches of one dispatch (reconfiguring
   // the array does not clear them), so stale data stays visible. Each run
   // starts with poison wherever any of its launches could read before
@@ -525,8 +535,10 @@ SimStats Simulator::run(const PreparedDesign& prepared, HostMemory& host, const 
         trace = slot.trace;
       }
       if (trace && trace->partitions_on == host_partitions_ && sim::replay(*trace, mem, host, views)) {
-        stats.launches.push_back(trace->stats);
-        stats.launches.back().replayed = true;
+        if (stats != nullptr) {
+          stats->launches.push_back(trace->stats);
+          stats->launches.back().replayed = true;
+        }
         continue;
       }
     }
@@ -555,9 +567,8 @@ SimStats Simulator::run(const PreparedDesign& prepared, HostMemory& host, const 
       slot.trace = std::move(trace);
       slot.failed = slot.trace == nullptr;
     }
-    stats.launches.push_back(std::move(st.stats));
+    if (stats != nullptr) stats->launches.push_back(std::move(st.stats));
   }
-  return stats;
 }
 
 }  // namespace tessera::npu

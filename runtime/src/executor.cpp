@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -163,10 +164,11 @@ class ValueStore {
   const Values& inputs_;
   const std::set<std::string>* keep_;
   int64_t last_row_;
-  std::map<std::string, size_t> last_reader_;
-  std::map<std::string, std::vector<std::string>> readers_;  // layouts readers read in ("" = values)
+  // Hashed: a decode token builds and looks these up for every launch.
+  std::unordered_map<std::string, size_t> last_reader_;
+  std::unordered_map<std::string, std::vector<std::string>> readers_;  // layouts readers read in ("" = values)
   Values values_;
-  std::map<std::string, PackedValue> packed_;
+  std::unordered_map<std::string, PackedValue> packed_;
   std::map<std::string, Executor::ResidentImage>& resident_;
 };
 
@@ -342,7 +344,7 @@ void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
   prepare_inputs(l, node, values, host, views);
   // A patched design depends on the packed values: validated on every run.
   if (op.patch) sim.run(op.patch(op.design, host), host, &views);
-  else sim.run(exec.prepared(l.op), host, &views);
+  else sim.run_bytes(exec.prepared(l.op), host, &views);
   if (values.wants_values(l.name, l.out_layout)) values.put(l.name, step, op.unpack(0, host));
   if (values.wants_packed(l.name, l.out_layout)) {
     PackedValue pv{l.out_layout, {}};

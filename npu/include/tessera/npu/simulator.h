@@ -118,6 +118,10 @@ class Simulator {
   std::shared_ptr<const PreparedDesign> prepare(const Design& design) const;
   SimStats run(const PreparedDesign& prepared, HostMemory& host,
                const HostViews* views = nullptr) const;
+  // run() for a caller that uses only the bytes (the runtime's executor): the
+  // same bytes, without a copy of each replayed launch's recorded statistics
+  // (a GEMV's tile map and channel list, per launch per token).
+  void run_bytes(const PreparedDesign& prepared, HostMemory& host, const HostViews* views = nullptr) const;
   // Whether a launch's independent partitions (a GEMV's columns, once x has
   // landed) may run side by side on host threads; on by default. Off, every
   // launch runs in the serial order (tests compare the two).
@@ -141,6 +145,7 @@ class Simulator {
   bool replay_ = true;
   const KernelRegistry* registry_;
   uint64_t id_;
+  void run_into(const PreparedDesign& prepared, HostMemory& host, const HostViews* views, SimStats* stats) const;
 };
 
 }  // namespace tessera::npu
