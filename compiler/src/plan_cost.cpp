@@ -3,6 +3,8 @@
 // edge whose producer layout differs from its consumer's.
 #include <map>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "tessera/compiler/passes.h"
 #include "tessera/core/error.h"
@@ -54,9 +56,9 @@ struct Producer {
 }  // namespace
 
 void update_costs(Plan& plan, const npu::DeviceSpec& spec) {
-  std::map<std::string, Producer> producer;
+  std::unordered_map<std::string, Producer> producer;
   // Readers of each value: (layout they read it in, reader is the host).
-  std::map<std::string, std::vector<std::pair<std::string, bool>>> readers;
+  std::unordered_map<std::string, std::vector<std::pair<std::string, bool>>> readers;
   for (const Step& s : plan.steps)
     for (const Launch& l : s.launches) {
       producer[l.name] = {&l, s.kind == StepKind::host};

@@ -6,6 +6,8 @@
 // token, instead of running the whole pass pipeline (its greedy trials cost
 // as much host time as simulating the token).
 #include <map>
+#include <string_view>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -85,7 +87,7 @@ void retarget_in_place(Plan& p, const model::ModelConfig& config, int64_t past, 
   p.past = past;
   p.graph = std::move(next);
   prebuild(p, cache);
-  bool resized = false;
+  std::unordered_map<std::string_view, int64_t> rebuilt;  // name -> output bytes
   for (Step& s : p.steps)
     for (Launch& l : s.launches) {
       const Node& n = p.graph.nodes.at(l.node);
@@ -96,9 +98,13 @@ void retarget_in_place(Plan& p, const model::ModelConfig& config, int64_t past, 
         l.shape = n.shape;  // tiles (cache_rows included) stay the base plan's
         detail::build_launch(p, l, cache);
       }
-      for (const BufferDecl& b : p.buffers)
-        resized = resized || (b.kind == BufferKind::activation && b.name == l.name && b.bytes != l.out_bytes);
+      rebuilt[l.name] = l.out_bytes;
     }
+  bool resized = false;
+  for (const BufferDecl& b : p.buffers) {
+    auto it = b.kind == BufferKind::activation ? rebuilt.find(b.name) : rebuilt.end();
+    resized = resized || (it != rebuilt.end() && it->second != b.bytes);
+  }
   // Arena offsets follow the activations' sizes: redo the buffer passes the
   // base ran when a rebuilt launch's output changed size.
   if (resized) {

@@ -1,6 +1,7 @@
 // verify_plan (passes.h): the invariants a pass must keep, checked after each.
-#include <map>
-#include <set>
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -16,14 +17,14 @@ using detail::whole;
 
 std::string check_order(const Plan& p) {
   std::vector<int> seen(p.graph.nodes.size(), 0);
-  std::set<std::string> made;
+  std::unordered_set<std::string> made;
   for (size_t i = 0; i < p.steps.size(); ++i) {
     const Step& s = p.steps[i];
     if (s.launches.empty()) return fmt::format("step {} has no launches", i);
     if (s.kind == StepKind::host && s.launches.size() != 1)
       return fmt::format("host step {} has {} launches", s.name(), s.launches.size());
     // value -> out layout of launches earlier in this step
-    std::map<std::string, std::string> inside;
+    std::unordered_map<std::string, std::string> inside;
     for (const Launch& l : s.launches) {
       if (l.node >= seen.size()) return fmt::format("launch {} names node {}", l.name, l.node);
       if (seen[l.node]++) return fmt::format("node n{} ({}) runs twice", l.node, l.name);
@@ -51,7 +52,7 @@ std::string check_order(const Plan& p) {
 
 // An activation buffer lives from the step that makes it to its last reader.
 std::string check_lifetimes(const Plan& p) {
-  std::map<std::string, std::pair<int64_t, int64_t>> live;
+  std::unordered_map<std::string, std::pair<int64_t, int64_t>> live;
   for (size_t i = 0; i < p.steps.size(); ++i)
     for (const Launch& l : p.steps[i].launches) {
       const auto at = static_cast<int64_t>(i);
@@ -73,17 +74,19 @@ std::string check_lifetimes(const Plan& p) {
   return "";
 }
 
+// By offset: only a buffer that starts before another ends can share its
+// bytes (every pair was a quarter of a decode retarget's checks).
 std::string check_arena(const Plan& p) {
   std::vector<const BufferDecl*> acts;
   for (const BufferDecl& b : p.buffers)
     if (b.kind == BufferKind::activation && b.offset >= 0) acts.push_back(&b);
+  std::ranges::stable_sort(acts, {}, &BufferDecl::offset);
   for (size_t i = 0; i < acts.size(); ++i)
-    for (size_t j = i + 1; j < acts.size(); ++j) {
+    for (size_t j = i + 1; j < acts.size() && acts[j]->offset < acts[i]->offset + acts[i]->bytes; ++j) {
       const BufferDecl& a = *acts[i];
       const BufferDecl& b = *acts[j];
       const bool live = a.first <= b.last && b.first <= a.last;
-      const bool bytes = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
-      if (live && bytes)
+      if (live && a.offset < b.offset + b.bytes)
         return fmt::format("buffers {} (steps {}..{}, @{}+{}) and {} (steps {}..{}, @{}+{}) are live "
                            "together in the same arena bytes", a.name, a.first, a.last, a.offset,
                            a.bytes, b.name, b.first, b.last, b.offset, b.bytes);
@@ -104,7 +107,7 @@ std::vector<int64_t> buffer_sizes(const Launch& l, const std::vector<std::string
 // as they are (runtime executor): its design must hold them in buffers of the
 // same number and sizes, or the key claims an alignment the design lacks.
 std::string check_handoffs(const Plan& p) {
-  std::map<std::string, const Launch*> made;
+  std::unordered_map<std::string, const Launch*> made;
   for (const Step& s : p.steps)
     for (const Launch& l : s.launches) {
       const Node& n = p.graph.nodes.at(l.node);
@@ -129,7 +132,7 @@ std::string check_handoffs(const Plan& p) {
 // output must take it as it is, on the NPU; one that wants another layout
 // means the copy the plan no longer charges is still needed.
 std::string check_resident(const Plan& p) {
-  std::map<std::string, const Launch*> resident;  // output -> its resident writer
+  std::unordered_map<std::string, const Launch*> resident;  // output -> its resident writer
   for (const Step& s : p.steps)
     for (const Launch& l : s.launches) {
       const Node& n = p.graph.nodes.at(l.node);
