@@ -436,16 +436,16 @@ Simulator::Simulator(const DeviceSpec& spec, const KernelRegistry& registry)
 // pools, DMA connections and compiled core programs, built once. A run copies
 // it and binds the copy to that run's tile memories.
 std::shared_ptr<const PreparedDesign> Simulator::prepare(const Design& design) const {
-  validate(design, spec_, *registry_);
+  std::vector<LaunchLayout> layouts = validate(design, spec_, *registry_);
   std::shared_ptr<PreparedDesign> p(new PreparedDesign(design, id_));
-  p->layouts_.reserve(p->design_.launches.size());
-  for (const auto& launch : p->design_.launches) {
-    p->layouts_.push_back(layout_launch(launch, spec_));
+  p->layouts_ = std::move(layouts);
+  for (size_t i = 0; i < p->design_.launches.size(); ++i) {
+    const Launch& launch = p->design_.launches[i];
     auto st = std::make_shared<sim::LaunchState>();
     st->design = &p->design_;
     st->launch = &launch;
     st->spec = &spec_;
-    st->layout = &p->layouts_.back();
+    st->layout = &p->layouts_[i];
     st->stats.name = launch.name;
     build_pools(*st);
     sim::build_connections(*st);

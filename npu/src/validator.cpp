@@ -65,18 +65,18 @@ void check_host_buffers(const Design& d) {
 }
 
 void check_on_grid(const Ctx& c) {
-  auto need = [&](TileCoord t, const std::string& what) {
+  auto need = [&](TileCoord t, const Where& what) {
     if (!c.on_grid(t))
       throw_error<DesignError>("{}: {} is at tile {}, outside the {} x {} grid of '{}' (columns x rows)", c.at(), what,
                                to_string(t), c.spec.columns, c.spec.total_rows(), c.spec.name);
   };
   for (const auto& f : c.launch.fifos) {
-    need(f.producer, fmt::format("fifo '{}' producer", f.name));
-    for (const auto& t : f.consumers) need(t, fmt::format("fifo '{}' consumer", f.name));
+    need(f.producer, [&] { return fmt::format("fifo '{}' producer", f.name); });
+    for (const auto& t : f.consumers) need(t, [&] { return fmt::format("fifo '{}' consumer", f.name); });
   }
-  for (const auto& b : c.launch.buffers) need(b.tile, fmt::format("buffer '{}'", b.name));
-  for (const auto& k : c.launch.links) need(k.tile, "link");
-  for (const auto& core : c.launch.cores) need(core.tile, "core");
+  for (const auto& b : c.launch.buffers) need(b.tile, [&] { return fmt::format("buffer '{}'", b.name); });
+  for (const auto& k : c.launch.links) need(k.tile, [] { return "link"; });
+  for (const auto& core : c.launch.cores) need(core.tile, [] { return "core"; });
 }
 
 void check_names(const Ctx& c) {
@@ -121,7 +121,8 @@ void check_tile_kinds(const Ctx& c) {
 
 void check_fifo_shapes(const Ctx& c) {
   for (const auto& f : c.launch.fifos) {
-    std::string w = fmt::format("{}: fifo '{}' ({} -> ...)", c.at(), f.name, to_string(f.producer));
+    const auto at = [&] { return fmt::format("{}: fifo '{}' ({} -> ...)", c.at(), f.name, to_string(f.producer)); };
+    const Where w(at);
     if (f.consumers.empty()) throw_error<DesignError>("{} has no consumer", w);
     std::set<TileCoord> seen(f.consumers.begin(), f.consumers.end());
     if (seen.size() != f.consumers.size()) throw_error<DesignError>("{} lists a consumer tile twice", w);
@@ -178,8 +179,11 @@ void check_stream_lengths(const Ctx& c) {
 }
 
 void check_link_tiling(const Ctx& c, const Link& k, const Fifo& big, const std::vector<const Fifo*>& small) {
-  std::string w = fmt::format("{}: link at {} ({} '{}')", c.at(), to_string(k.tile),
-                              k.inputs.size() > 1 ? "join into" : "split of", big.name);
+  const auto at = [&] {
+    return fmt::format("{}: link at {} ({} '{}')", c.at(), to_string(k.tile),
+                       k.inputs.size() > 1 ? "join into" : "split of", big.name);
+  };
+  const Where w(at);
   if (k.offsets_bytes.size() != small.size())
     throw_error<DesignError>("{} has {} offsets for {} fifos", w, k.offsets_bytes.size(), small.size());
   std::vector<std::pair<int64_t, int64_t>> ranges;
@@ -205,7 +209,8 @@ void check_link_tiling(const Ctx& c, const Link& k, const Fifo& big, const std::
 void check_links(const Ctx& c) {
   std::set<std::pair<std::string, TileCoord>> linked;
   for (const auto& k : c.launch.links) {
-    std::string w = fmt::format("{}: link at {}", c.at(), to_string(k.tile));
+    const auto at = [&] { return fmt::format("{}: link at {}", c.at(), to_string(k.tile)); };
+    const Where w(at);
     if (k.inputs.empty() || k.outputs.empty() || (k.inputs.size() > 1 && k.outputs.size() > 1))
       throw_error<DesignError>("{} has {} inputs and {} outputs (forward 1:1, split 1:N, join N:1)", w, k.inputs.size(),
                                k.outputs.size());
@@ -277,7 +282,7 @@ std::string bd_users(const Ctx& c, TileCoord t) {
   return out.empty() ? std::string() : fmt::format(": {}", fmt::join(out, ", "));
 }
 
-void check_resources(const Ctx& c) {
+LaunchLayout check_resources(const Ctx& c) {
   LaunchLayout layout = layout_launch(c.launch, c.spec);  // throws with the memory map on overflow
   std::map<std::pair<TileCoord, bool>, std::vector<std::string>> used;
   for (const auto& ch : layout.channels) used[{ch.tile, ch.s2mm}].push_back(ch.fifo);
@@ -304,13 +309,14 @@ void check_resources(const Ctx& c) {
     if (n > c.spec.limits(c.kind(t)).locks)
       throw_error<DesignError>("{}: {} tile {} needs {} locks (2 per object pool), limit {}", c.at(),
                                tile_kind_name(c.kind(t)), to_string(t), n, c.spec.limits(c.kind(t)).locks);
+  return layout;
 }
 
 }  // namespace
 }  // namespace detail
 
-void validate_launch(const Design& design, const Launch& launch, const DeviceSpec& spec,
-                     const KernelRegistry& registry) {
+LaunchLayout validate_launch(const Design& design, const Launch& launch, const DeviceSpec& spec,
+                             const KernelRegistry& registry) {
   detail::Ctx c{design, launch, spec, registry};
   detail::check_on_grid(c);
   detail::check_names(c);
@@ -322,14 +328,17 @@ void validate_launch(const Design& design, const Launch& launch, const DeviceSpe
   detail::check_core_programs(c);
   detail::check_compute_endpoints_used(c);
   detail::check_sequence(c);
-  detail::check_resources(c);
+  return detail::check_resources(c);
 }
 
-void validate(const Design& design, const DeviceSpec& spec, const KernelRegistry& registry) {
+std::vector<LaunchLayout> validate(const Design& design, const DeviceSpec& spec, const KernelRegistry& registry) {
   spec.validate();
   if (design.launches.empty()) throw_error<DesignError>("design '{}' has no launch", design.name);
   detail::check_host_buffers(design);
-  for (const auto& l : design.launches) validate_launch(design, l, spec, registry);
+  std::vector<LaunchLayout> layouts;
+  layouts.reserve(design.launches.size());
+  for (const auto& l : design.launches) layouts.push_back(validate_launch(design, l, spec, registry));
+  return layouts;
 }
 
 }  // namespace tessera::npu

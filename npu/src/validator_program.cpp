@@ -20,9 +20,10 @@ ArgRef parse_arg(const std::string& arg) {
 }
 
 void check_pattern(const Ctx& c, const AccessPattern& p, int64_t region_elems, int elem_bytes, TileKind accessor,
-                   const std::string& what) {
+                   const Where& what) {
   const DeviceSpec& s = c.spec;
-  std::string w = fmt::format("{}: {}", c.at(), what);
+  const auto at = [&] { return fmt::format("{}: {}", c.at(), what); };
+  const Where w(at);
   if (p.repeat < 1 || p.repeat > s.bd_max_repeat)
     throw_error<DesignError>("{}: repeat {} outside [1, {}]", w, p.repeat, s.bd_max_repeat);
   if (p.offset < 0) throw_error<DesignError>("{}: negative offset {}", w, p.offset);
@@ -59,10 +60,11 @@ void check_fifo_patterns(const Ctx& c) {
   for (const auto& f : c.launch.fifos) {
     int64_t elems = f.object_bytes / f.elem_bytes;
     check_pattern(c, f.producer_pattern, elems, f.elem_bytes, c.kind(f.producer),
-                  fmt::format("fifo '{}' producer pattern at {}", f.name, to_string(f.producer)));
+                  [&] { return fmt::format("fifo '{}' producer pattern at {}", f.name, to_string(f.producer)); });
     for (size_t i = 0; i < f.consumer_patterns.size(); ++i)
-      check_pattern(c, f.consumer_patterns[i], elems, f.elem_bytes, c.kind(f.consumers[i]),
-                    fmt::format("fifo '{}' consumer pattern at {}", f.name, to_string(f.consumers[i])));
+      check_pattern(c, f.consumer_patterns[i], elems, f.elem_bytes, c.kind(f.consumers[i]), [&] {
+        return fmt::format("fifo '{}' consumer pattern at {}", f.name, to_string(f.consumers[i]));
+      });
   }
 }
 
@@ -75,7 +77,7 @@ const char* port_name(CoreOp::Port p) { return p == CoreOp::Port::consume ? "con
 struct ProgramCheck {
   const Ctx& c;
   const Core& core;
-  std::string w;
+  Where w;
 
   const Fifo& endpoint(const CoreOp& op) const {
     const Fifo* f = c.fifo(op.fifo);
@@ -162,7 +164,8 @@ void collect_acquires(const std::vector<CoreOp>& ops, std::set<std::pair<std::st
 
 void check_core_programs(const Ctx& c) {
   for (const auto& core : c.launch.cores) {
-    ProgramCheck pc{c, core, fmt::format("{}: core {}", c.at(), to_string(core.tile))};
+    const auto at = [&] { return fmt::format("{}: core {}", c.at(), to_string(core.tile)); };
+    ProgramCheck pc{c, core, Where(at)};
     Held held;
     pc.walk(core.program, held);
     for (const auto& [k, n] : held)
@@ -191,8 +194,11 @@ void check_sequence(const Ctx& c) {
   std::set<std::string> fed;
   for (size_t i = 0; i < c.launch.sequence.size(); ++i) {
     const DmaTask& t = c.launch.sequence[i];
-    std::string what = fmt::format("dma task {} ({} '{}' {} '{}')", i, t.to_device ? "to_device" : "from_device",
-                                   t.fifo, t.to_device ? "<-" : "->", t.host_buffer);
+    const auto task = [&] {
+      return fmt::format("dma task {} ({} '{}' {} '{}')", i, t.to_device ? "to_device" : "from_device", t.fifo,
+                         t.to_device ? "<-" : "->", t.host_buffer);
+    };
+    const Where what(task);
     const Fifo* f = c.fifo(t.fifo);
     if (!f) throw_error<DesignError>("{}: {}: fifo does not exist", c.at(), what);
     bool shim_end = false;
@@ -207,7 +213,7 @@ void check_sequence(const Ctx& c) {
     const HostBuffer* h = c.host(t.host_buffer);
     if (!h) throw_error<DesignError>("{}: {}: host buffer does not exist", c.at(), what);
     check_pattern(c, t.pattern, h->bytes / h->elem_bytes, h->elem_bytes, TileKind::shim,
-                  what + " pattern over host buffer");
+                  [&] { return task() + " pattern over host buffer"; });
     int64_t bytes = stream_bytes(t.pattern, h->bytes, h->elem_bytes);
     int64_t chunk = fifo_chunk_bytes(*f, c.spec);
     if (bytes % chunk != 0)

@@ -7,6 +7,9 @@
 // Routing model: the array has a full switch fabric; a route exists between any
 // two tiles on the grid, and a FIFO needs at least one non-shim endpoint. Stream
 // bandwidth, not routability, is what the timing model charges.
+#include <vector>
+
+#include "tessera/npu/allocator.h"
 #include "tessera/npu/design.h"
 #include "tessera/npu/device_spec.h"
 #include "tessera/npu/errors.h"
@@ -14,11 +17,13 @@
 
 namespace tessera::npu {
 
-void validate(const Design& design, const DeviceSpec& spec,
-              const KernelRegistry& registry = KernelRegistry::global());
+// Returns each launch's layout_launch(): laying the launch out is one of the
+// checks, and Simulator::prepare runs on it.
+std::vector<LaunchLayout> validate(const Design& design, const DeviceSpec& spec,
+                                   const KernelRegistry& registry = KernelRegistry::global());
 
 // Only the checks of one launch (host buffers are looked up in `design`).
-void validate_launch(const Design& design, const Launch& launch, const DeviceSpec& spec,
-                     const KernelRegistry& registry = KernelRegistry::global());
+LaunchLayout validate_launch(const Design& design, const Launch& launch, const DeviceSpec& spec,
+                             const KernelRegistry& registry = KernelRegistry::global());
 
 }  // namespace tessera::npu
