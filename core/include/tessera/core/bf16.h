@@ -17,16 +17,15 @@ inline float bf16_to_f32(bf16 v) {
   return std::bit_cast<float>(static_cast<uint32_t>(v.bits) << 16);
 }
 
+// Without a branch (a select), so the kernels' loops over it vectorize.
 inline bf16 f32_to_bf16(float f) {
-  uint32_t u = std::bit_cast<uint32_t>(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep sign, force quiet bit
-    return bf16{static_cast<uint16_t>((u >> 16) | 0x0040u)};
-  }
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  const uint32_t quiet = (u >> 16) | 0x0040u;  // NaN: keep sign, force quiet bit
   // RNE: add 0x7fff plus the lsb of the kept half; carries into the exponent
   // are correct (they round up to the next binade or to infinity).
-  uint32_t lsb = (u >> 16) & 1u;
-  u += 0x7fffu + lsb;
-  return bf16{static_cast<uint16_t>(u >> 16)};
+  const uint32_t lsb = (u >> 16) & 1u;
+  const uint32_t rounded = (u + 0x7fffu + lsb) >> 16;
+  return bf16{static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded)};
 }
 
 // Round an fp32 value to the nearest bf16 value, returned as fp32.
