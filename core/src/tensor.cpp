@@ -62,16 +62,17 @@ void check_blocks(DType dtype, const Shape& shape) {
     throw_error<InputError>("a {} tensor of shape {} needs a last dimension of whole {}-element "
                             "blocks", dtype_name(dtype), shape_str(shape), kQuantBlock);
 }
-}  // namespace
 
-size_t Tensor::nbytes() const {
-  if (!dtype_is_block(dtype_)) return static_cast<size_t>(numel()) * dtype_size(dtype_);
-  return static_cast<size_t>(numel() / kQuantBlock) * dtype_block_bytes(dtype_);
+size_t bytes_of(DType dtype, const Shape& shape) {
+  if (!dtype_is_block(dtype)) return static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  return static_cast<size_t>(shape_numel(shape) / kQuantBlock) * dtype_block_bytes(dtype);
 }
+}  // namespace
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   check_blocks(dtype_, shape_);
-  size_t n = nbytes();
+  nbytes_ = bytes_of(dtype_, shape_);
+  size_t n = nbytes_;
   auto buf = std::shared_ptr<std::byte[]>(new std::byte[n == 0 ? 1 : n]());
   data_ = buf.get();
   owner_ = std::shared_ptr<const void>(buf, buf.get());
@@ -84,6 +85,7 @@ Tensor Tensor::view(DType dtype, Shape shape, const std::byte* data,
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
+  t.nbytes_ = bytes_of(dtype, t.shape_);
   t.data_ = const_cast<std::byte*>(data);  // never written: owning_ stays false
   t.owner_ = std::move(keepalive);
   return t;

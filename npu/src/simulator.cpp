@@ -58,11 +58,10 @@ void prepare_host(const Design& d, HostMemory& host, const HostViews* views) {
 // except through its pools and buffers. Bytes new to this thread's arena start
 // poisoned; bytes it already has are poisoned per run by poison() where a
 // launch could read them before writing them.
-void grow_memory(const LaunchLayout& layout, std::map<TileCoord, std::vector<std::byte>>& mem) {
-  for (const auto& [t, m] : layout.memory) {
+void grow_memory(const std::vector<std::pair<TileCoord, size_t>>& need, std::map<TileCoord, std::vector<std::byte>>& mem) {
+  for (const auto& [t, n] : need) {
     auto& bytes = mem[t];
-    const auto need = static_cast<size_t>(m.used());
-    if (bytes.size() < need) bytes.resize(need, kPoison);
+    if (bytes.size() < n) bytes.resize(n, kPoison);
   }
 }
 
@@ -439,6 +438,10 @@ std::shared_ptr<const PreparedDesign> Simulator::prepare(const Design& design) c
   std::vector<LaunchLayout> layouts = validate(design, spec_, *registry_);
   std::shared_ptr<PreparedDesign> p(new PreparedDesign(design, id_));
   p->layouts_ = std::move(layouts);
+  std::map<TileCoord, size_t> need;
+  for (const LaunchLayout& layout : p->layouts_)
+    for (const auto& [t, m] : layout.memory) need[t] = std::max(need[t], static_cast<size_t>(m.used()));
+  p->memory_need_.assign(need.begin(), need.end());
   for (size_t i = 0; i < p->design_.launches.size(); ++i) {
     const Launch& launch = p->design_.launches[i];
     auto st = std::make_shared<sim::LaunchState>();
@@ -517,7 +520,7 @@ void Simulator::run_into(const PreparedDesign& prepared, HostMemory& host, const
     std::map<TileCoord, std::vector<std::byte>>& mem;
     ~GiveBack() { arena.swap(mem); }
   } give_back{mem};
-  for (const auto& ready : prepared.launches_) grow_memory(*ready->layout, mem);
+  grow_memory(prepared.memory_need_, mem);
   for (const auto& ready : prepared.launches_) poison(ready->poison, mem);
   PreparedDesign::RunStates states = prepared.take_states();
   struct PutBack {

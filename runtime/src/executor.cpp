@@ -34,9 +34,9 @@ double seconds_since(Clock::time_point t0) {
 
 // The name a ref's whole value is stored under ("final_norm[-1]" reads "final_norm").
 std::string whole_name(const ValueRef& r) {
-  ValueRef whole = r;
-  whole.last_row = false;
-  return whole.str();
+  std::string s = r.str();
+  if (r.last_row) s.resize(s.size() - 4);  // "[-1]"
+  return s;
 }
 
 // A value kept as the bytes its producer's design wrote (its output buffers
@@ -60,9 +60,10 @@ class ValueStore {
         for (size_t k = 0; k < n.inputs.size(); ++k) {
           const ValueRef& r = n.inputs[k];
           if (r.kind != ValueKind::activation) continue;
-          last_reader_[whole_name(r)] = i;
+          Readers& rd = readers_[whole_name(r)];
+          rd.last = i;
           const bool host = plan.steps[i].kind == StepKind::host;
-          readers_[whole_name(r)].push_back(host || r.last_row ? std::string() : l.in_layouts.at(k));
+          rd.layouts.push_back(host || r.last_row ? &kValues : &l.in_layouts.at(k));
         }
       }
   }
@@ -72,15 +73,15 @@ class ValueStore {
     if (kept(name)) return true;
     auto it = readers_.find(name);
     if (it == readers_.end()) return true;
-    for (const std::string& in : it->second)
-      if (!compiler::layouts_match(layout, in)) return true;
+    for (const std::string* in : it->second.layouts)
+      if (!compiler::layouts_match(layout, *in)) return true;
     return false;
   }
   bool wants_packed(const std::string& name, const std::string& layout) const {
     auto it = readers_.find(name);
     if (it == readers_.end()) return false;
-    for (const std::string& in : it->second)
-      if (compiler::layouts_match(layout, in)) return true;
+    for (const std::string* in : it->second.layouts)
+      if (compiler::layouts_match(layout, *in)) return true;
     return false;
   }
 
@@ -114,8 +115,8 @@ class ValueStore {
   }
 
   void put(const std::string& name, size_t step, std::vector<float> v) {
-    auto it = last_reader_.find(name);
-    if ((it != last_reader_.end() && it->second >= step) || kept(name)) values_[name] = std::move(v);
+    auto it = readers_.find(name);
+    if ((it != readers_.end() && it->second.last >= step) || kept(name)) values_[name] = std::move(v);
   }
   void put_packed(const std::string& name, PackedValue v) { packed_[name] = std::move(v); }
 
@@ -125,7 +126,7 @@ class ValueStore {
       for (const ValueRef& r : plan.graph.nodes.at(l.node).inputs) {
         if (r.kind != ValueKind::activation) continue;
         const std::string name = whole_name(r);
-        if (last_reader_.at(name) != step) continue;
+        if (readers_.at(name).last != step) continue;
         reclaim(name);
         packed_.erase(name);
         if (!kept(name)) values_.erase(name);
@@ -165,8 +166,14 @@ class ValueStore {
   const std::set<std::string>* keep_;
   int64_t last_row_;
   // Hashed: a decode token builds and looks these up for every launch.
-  std::unordered_map<std::string, size_t> last_reader_;
-  std::unordered_map<std::string, std::vector<std::string>> readers_;  // layouts readers read in ("" = values)
+  // Of each value: the index of the last step that reads it, and the layouts
+  // its readers read it in (kValues: as values), pointing into the plan.
+  struct Readers {
+    size_t last = 0;
+    std::vector<const std::string*> layouts;
+  };
+  static inline const std::string kValues;
+  std::unordered_map<std::string, Readers> readers_;
   Values values_;
   std::unordered_map<std::string, PackedValue> packed_;
   std::map<std::string, Executor::ResidentImage>& resident_;

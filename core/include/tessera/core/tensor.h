@@ -44,7 +44,9 @@ class Tensor {
   int64_t dim(size_t i) const { return shape_.at(i); }
   size_t rank() const { return shape_.size(); }
   int64_t numel() const { return shape_numel(shape_); }
-  size_t nbytes() const;
+  // Computed once, at construction: the executor takes a view of every
+  // weight buffer per launch per token, and each as<T>() asks for it.
+  size_t nbytes() const { return nbytes_; }
   bool empty() const { return data_ == nullptr; }
 
   const std::byte* bytes() const { return data_; }
@@ -66,6 +68,7 @@ class Tensor {
  private:
   DType dtype_ = DType::f32;
   Shape shape_;
+  size_t nbytes_ = 0;
   std::shared_ptr<const void> owner_;
   std::byte* data_ = nullptr;
   bool owning_ = false;

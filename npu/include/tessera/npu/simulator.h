@@ -92,6 +92,9 @@ class PreparedDesign {
   PreparedDesign(Design d, uint64_t owner) : design_(std::move(d)), owner_(owner) {}
   Design design_;
   std::vector<LaunchLayout> layouts_;  // by launch
+  // Bytes each tile's memory must hold for every launch (the largest
+  // TileMemory::used()), computed once instead of per run.
+  std::vector<std::pair<TileCoord, size_t>> memory_need_;
   std::vector<std::shared_ptr<const sim::LaunchState>> launches_;  // by launch, unbound
   // By launch: the byte operations of one run, replayed by later runs
   // (simulator_trace.h).
