@@ -166,6 +166,31 @@ TEST(SimulatorReplay, AViewAtAnotherAlignmentIsInterpreted) {
   }
 }
 
+// run_bytes() (the executor's run: no statistics) writes the bytes run()
+// writes, through the interpreted first run and the replays after it; and its
+// first run records the trace that a later run() replays.
+TEST(SimulatorReplay, RunBytesWritesWhatRunWrites) {
+  kernels::ensure_tile_kernels_registered();
+  const npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2");
+  const kernels::BuiltOp op = k_projection(spec);
+  npu::Simulator sim(spec), interpreting(spec);
+  interpreting.set_replay(false);
+  const auto prepared = sim.prepare(op.design);
+  for (uint32_t run = 0; run < 4; ++run) {
+    npu::HostMemory a = packed_inputs(op, 31 + run), b = a;
+    sim.run_bytes(*prepared, a);
+    interpreting.run(op.design, b);
+    EXPECT_TRUE(a == b) << "run " << run << ": host memory differs";
+  }
+  npu::HostMemory c = packed_inputs(op, 99), d = c;
+  const npu::SimStats sc = sim.run(*prepared, c);
+  const npu::SimStats sd = interpreting.run(op.design, d);
+  EXPECT_TRUE(c == d);
+  ASSERT_EQ(sc.launches.size(), 1u);
+  EXPECT_TRUE(sc.launches[0].replayed);
+  expect_same(sc.launches[0], sd.launches[0]);
+}
+
 // Traces count against a process-wide budget: past it a design keeps the
 // interpreter (with its results), and a trace's bytes return to the budget
 // when its prepared design goes.

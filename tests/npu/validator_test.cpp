@@ -26,6 +26,27 @@ TEST(Validator, ValidDesignsPass) {
   EXPECT_NO_THROW(check(passthrough_design(8, 4096, "t_add_one")));
 }
 
+// validate() returns the layout it checked, launch by launch: the one
+// layout_launch() gives (Simulator::prepare runs on it).
+TEST(Validator, ReturnsEachLaunchsLayout) {
+  const Design d = passthrough_design(8, 4096, "t_add_one");
+  const std::vector<LaunchLayout> got = validate(d, xdna2(), test_kernels());
+  ASSERT_EQ(got.size(), d.launches.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const LaunchLayout want = layout_launch(d.launches[i], xdna2());
+    EXPECT_EQ(got[i].endpoint_pool, want.endpoint_pool);
+    EXPECT_EQ(got[i].buffer_address, want.buffer_address);
+    EXPECT_EQ(got[i].bds, want.bds);
+    ASSERT_EQ(got[i].pools.size(), want.pools.size());
+    for (size_t p = 0; p < want.pools.size(); ++p) {
+      EXPECT_EQ(got[i].pools[p].name, want.pools[p].name);
+      EXPECT_EQ(got[i].pools[p].address, want.pools[p].address);
+    }
+    ASSERT_EQ(got[i].memory.size(), want.memory.size());
+    for (const auto& [tile, m] : want.memory) EXPECT_EQ(got[i].memory.at(tile).used(), m.used());
+  }
+}
+
 TEST(Validator, InvalidSpecIsRejectedFirst) {
   DeviceSpec s = xdna2();
   s.clock_hz = 3e9;
