@@ -52,6 +52,7 @@ std::span<std::byte> PackedBuffer::mutable_bytes() {
     const std::span<const std::byte> b = bytes();
     owned_.assign(b.begin(), b.end());
     mapped_.reset();
+    view_ = {};
   }
   return owned_;
 }
@@ -66,6 +67,11 @@ bool operator==(const PackedBuffer& a, const PackedBuffer& b) {
 
 bool PackedWeights::contains(const std::string& layout_key) const {
   return layouts_.count(layout_key) != 0;
+}
+
+const PackedWeights::Buffers* PackedWeights::find(const std::string& layout_key) const {
+  auto it = layouts_.find(layout_key);
+  return it == layouts_.end() ? nullptr : &it->second;
 }
 
 const PackedWeights::Buffers& PackedWeights::get(const std::string& layout_key) const {

@@ -203,11 +203,12 @@ const compiler::PackedWeights::Buffers& weight_buffers(const compiler::PackedWei
   if (key.empty())
     throw_error<InternalError>("executor: step {} has no weight layout key for its input {}",
                                l.name, input);
-  if (!w.contains(key))
+  const compiler::PackedWeights::Buffers* buffers = w.find(key);
+  if (buffers == nullptr)
     throw_error<InternalError>("executor: step {} needs weight layout '{}', which the packed "
                                "weights (model '{}', {} layouts) do not hold", l.name, key,
                                w.model, w.keys().size());
-  return w.get(key);
+  return *buffers;
 }
 
 // Puts a producer's bytes into the input buffers of a reader with the same layout.

@@ -37,11 +37,13 @@ class PackedBuffer {
   PackedBuffer() = default;
   PackedBuffer(std::vector<std::byte> owned) : owned_(std::move(owned)) {}  // NOLINT: implicit by design
   // A tensor of the mapped file (its view keeps the mapping alive).
-  explicit PackedBuffer(std::shared_ptr<const Tensor> mapped) : mapped_(std::move(mapped)) {}
+  explicit PackedBuffer(std::shared_ptr<const Tensor> mapped)
+      : mapped_(std::move(mapped)), view_(mapped_->bytes(), mapped_->nbytes()) {}
 
-  std::span<const std::byte> bytes() const {
-    return mapped_ ? std::span<const std::byte>(mapped_->bytes(), mapped_->nbytes()) : std::span<const std::byte>(owned_);
-  }
+  // A mapped buffer's span is kept here: the executor views every weight
+  // buffer of a launch per token, and reading it through the tensor was a
+  // cache miss per buffer.
+  std::span<const std::byte> bytes() const { return mapped_ ? view_ : std::span<const std::byte>(owned_); }
   const std::byte* data() const { return bytes().data(); }
   size_t size() const { return bytes().size(); }
   bool mapped() const { return mapped_ != nullptr; }
@@ -56,6 +58,7 @@ class PackedBuffer {
  private:
   std::vector<std::byte> owned_;
   std::shared_ptr<const Tensor> mapped_;
+  std::span<const std::byte> view_;  // of mapped_
 };
 
 class PackedWeights {
@@ -64,6 +67,8 @@ class PackedWeights {
   using Buffers = std::map<std::string, PackedBuffer>;
 
   bool contains(const std::string& layout_key) const;
+  // The buffers of a key, or nullptr: one lookup where contains() + get() took two.
+  const Buffers* find(const std::string& layout_key) const;
   // Throws InputError naming the key (and the keys it has, abbreviated).
   const Buffers& get(const std::string& layout_key) const;
   Buffers& get_mut(const std::string& layout_key);
