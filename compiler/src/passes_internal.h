@@ -20,9 +20,9 @@ std::string build_launches(Plan& plan, DesignCache& cache);
 // The name of a value whole: a last-row view (ValueRef::last_row) names the
 // value it is cut from.
 inline std::string whole(const ValueRef& r) {
-  ValueRef w = r;
-  w.last_row = false;
-  return w.str();
+  std::string s = r.str();  // without a copy of the ref: the plan checks call this per input
+  if (r.last_row) s.resize(s.size() - 4);  // "[-1]"
+  return s;
 }
 
 }  // namespace tessera::compiler::detail

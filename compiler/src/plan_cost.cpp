@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "passes_internal.h"
 #include "tessera/compiler/passes.h"
 #include "tessera/core/error.h"
 
@@ -57,19 +58,19 @@ struct Producer {
 
 void update_costs(Plan& plan, const npu::DeviceSpec& spec) {
   std::unordered_map<std::string, Producer> producer;
-  // Readers of each value: (layout they read it in, reader is the host).
-  std::unordered_map<std::string, std::vector<std::pair<std::string, bool>>> readers;
+  // Readers of each value: (layout they read it in, reader is the host); the
+  // layouts point into the plan.
+  static const std::string kOneRow;
+  std::unordered_map<std::string, std::vector<std::pair<const std::string*, bool>>> readers;
   for (const Step& s : plan.steps)
     for (const Launch& l : s.launches) {
       producer[l.name] = {&l, s.kind == StepKind::host};
       const Node& n = plan.graph.nodes.at(l.node);
       for (size_t k = 0; k < n.inputs.size() && k < l.in_layouts.size(); ++k) {
         if (n.inputs[k].kind != ValueKind::activation) continue;
-        ValueRef whole = n.inputs[k];
-        whole.last_row = false;
         // A last-row reader takes one row on the host: never the buffer as it is.
-        readers[whole.str()].emplace_back(n.inputs[k].last_row ? "" : l.in_layouts[k],
-                                          s.kind == StepKind::host);
+        readers[detail::whole(n.inputs[k])].emplace_back(n.inputs[k].last_row ? &kOneRow : &l.in_layouts[k],
+                                                         s.kind == StepKind::host);
       }
     }
   for (Step& s : plan.steps) {
@@ -90,9 +91,7 @@ void update_costs(Plan& plan, const npu::DeviceSpec& spec) {
       for (size_t k = 0; k < n.inputs.size(); ++k) {
         const ValueRef& r = n.inputs[k];
         if (r.kind == ValueKind::weight || l.in_layouts.at(k) == kResidentLayout) continue;
-        ValueRef whole = r;
-        whole.last_row = false;
-        auto p = producer.find(whole.str());
+        auto p = producer.find(detail::whole(r));
         const bool same = p != producer.end() && !p->second.host && !r.last_row &&
                           layouts_match(p->second.launch->out_layout, l.in_layouts.at(k));
         // Host-supplied inputs are not probed ("a:host"): each launch packs its own.
@@ -103,7 +102,7 @@ void update_costs(Plan& plan, const npu::DeviceSpec& spec) {
       auto rd = readers.find(l.name);
       bool unpack = rd == readers.end();
       if (!unpack)
-        for (const auto& [layout, host] : rd->second) unpack = unpack || host || !layouts_match(l.out_layout, layout);
+        for (const auto& [layout, host] : rd->second) unpack = unpack || host || !layouts_match(l.out_layout, *layout);
       if (unpack)
         for (const auto& o : l.op->outputs) bytes += bf16_bytes(o.shape);
     }

@@ -32,9 +32,10 @@ std::string check_order(const Plan& p) {
       for (size_t k = 0; k < n.inputs.size(); ++k) {
         const ValueRef& r = n.inputs[k];
         if (r.kind != ValueKind::activation) continue;
-        if (!made.count(whole(r)))
+        const std::string name = whole(r);
+        if (!made.count(name))
           return fmt::format("{} reads {} before it is made", l.name, r.str());
-        auto it = inside.find(whole(r));
+        auto it = inside.find(name);
         if (s.kind == StepKind::npu && it != inside.end() && s.launches.size() > 1 &&
             (r.last_row || !layouts_match(it->second, l.in_layouts.at(k))))
           return fmt::format("dispatch {} hands {} to {} in layout {}, which reads {}: a host "
