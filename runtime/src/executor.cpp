@@ -165,9 +165,9 @@ class ValueStore {
   const Values& inputs_;
   const std::set<std::string>* keep_;
   int64_t last_row_;
-  // Hashed: a decode token builds and looks these up for every launch.
   // Of each value: the index of the last step that reads it, and the layouts
   // its readers read it in (kValues: as values), pointing into the plan.
+  // Hashed: a decode token builds them and looks them up for every launch.
   struct Readers {
     size_t last = 0;
     std::vector<const std::string*> layouts;
