@@ -41,6 +41,17 @@ kernels::BuiltOp k_projection(const npu::DeviceSpec& spec) {
                                              spec);
 }
 
+// The k projection with a replaying simulator and one that interprets every run.
+struct KProjectionRig {
+  npu::DeviceSpec spec = [] {
+    kernels::ensure_tile_kernels_registered();
+    return npu::DeviceSpec::preset("xdna2");
+  }();
+  kernels::BuiltOp op = k_projection(spec);
+  npu::Simulator replaying{spec}, interpreting{spec};
+  KProjectionRig() { interpreting.set_replay(false); }
+};
+
 void expect_same(const npu::LaunchStats& a, const npu::LaunchStats& b) {
   EXPECT_EQ(a.ddr_read_bytes, b.ddr_read_bytes);
   EXPECT_EQ(a.ddr_write_bytes, b.ddr_write_bytes);
@@ -133,11 +144,9 @@ TEST(SimulatorReplay, PrefillDesignsGiveTheInterpretersBytesAndStats) {
 // region: a run whose read-only view sits at another address modulo 8 (where
 // a slot may not alias it) goes back to the interpreter, with its results.
 TEST(SimulatorReplay, AViewAtAnotherAlignmentIsInterpreted) {
-  kernels::ensure_tile_kernels_registered();
-  const npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2");
-  const kernels::BuiltOp op = k_projection(spec);
-  npu::Simulator replaying(spec), interpreting(spec);
-  interpreting.set_replay(false);
+  KProjectionRig rig;
+  const kernels::BuiltOp& op = rig.op;
+  npu::Simulator &replaying = rig.replaying, &interpreting = rig.interpreting;
   const auto prepared = replaying.prepare(op.design);
   for (int run = 0; run < 4; ++run) {
     npu::HostMemory a = packed_inputs(op, 11 + run), b = a;
@@ -170,11 +179,9 @@ TEST(SimulatorReplay, AViewAtAnotherAlignmentIsInterpreted) {
 // writes, through the interpreted first run and the replays after it; and its
 // first run records the trace that a later run() replays.
 TEST(SimulatorReplay, RunBytesWritesWhatRunWrites) {
-  kernels::ensure_tile_kernels_registered();
-  const npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2");
-  const kernels::BuiltOp op = k_projection(spec);
-  npu::Simulator sim(spec), interpreting(spec);
-  interpreting.set_replay(false);
+  KProjectionRig rig;
+  const kernels::BuiltOp& op = rig.op;
+  npu::Simulator &sim = rig.replaying, &interpreting = rig.interpreting;
   const auto prepared = sim.prepare(op.design);
   for (uint32_t run = 0; run < 4; ++run) {
     npu::HostMemory a = packed_inputs(op, 31 + run), b = a;
@@ -195,11 +202,9 @@ TEST(SimulatorReplay, RunBytesWritesWhatRunWrites) {
 // interpreter (with its results), and a trace's bytes return to the budget
 // when its prepared design goes.
 TEST(SimulatorReplay, TracesStayWithinTheirBudget) {
-  kernels::ensure_tile_kernels_registered();
-  const npu::DeviceSpec spec = npu::DeviceSpec::preset("xdna2");
-  const kernels::BuiltOp op = k_projection(spec);
-  npu::Simulator sim(spec), interpreting(spec);
-  interpreting.set_replay(false);
+  KProjectionRig rig;
+  const kernels::BuiltOp& op = rig.op;
+  npu::Simulator &sim = rig.replaying, &interpreting = rig.interpreting;
   const int64_t before = npu::Simulator::trace_bytes();
   auto runs = [&](const npu::PreparedDesign& prepared) {
     std::vector<bool> replayed;
