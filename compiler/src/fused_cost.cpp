@@ -5,6 +5,7 @@
 // be made in both places.
 #include "tessera/compiler/fused_cost.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -47,6 +48,33 @@ FusedCost::FusedCost(const Plan& plan) : plan_(plan) {
       if (producer != kNone && r.kind == ValueKind::activation) readers_[producer].push_back({i, k, r.last_row});
     }
   }
+  // Segments: a new one wherever a step's first launch is of another layer
+  // than the step before's (seconds() never extends a dispatch there).
+  std::vector<size_t> seg_of(launches_.size());
+  for (size_t i = 0; i < launches_.size(); ++i) {
+    index_.emplace(launches_[i], i);
+    const bool step_start = i == 0 || step_of_[i] != step_of_[i - 1];
+    if (step_start && (i == 0 || layer_[i] != layer_[seg_first_.back()])) seg_first_.push_back(i);
+    seg_of[i] = seg_first_.size() - 1;
+  }
+  const size_t segments = seg_first_.size();
+  seg_first_.push_back(launches_.size());
+  // A launch's change reaches its own segment (which dispatches form, what
+  // they cost), its producers' (whether they unpack for it) and its readers'
+  // (whether they pack what it writes).
+  affects_.resize(launches_.size());
+  for (size_t i = 0; i < launches_.size(); ++i) {
+    std::vector<size_t>& a = affects_[i];
+    a.push_back(seg_of[i]);
+    for (const Input& in : inputs_[i])
+      if (in.producer != kNone) a.push_back(seg_of[in.producer]);
+    for (const Reader& r : readers_[i]) a.push_back(seg_of[r.launch]);
+    std::sort(a.begin(), a.end());
+    a.erase(std::unique(a.begin(), a.end()), a.end());
+  }
+  seen_.resize(launches_.size());
+  dirty_.assign(segments, 1);
+  costs_.resize(segments);
 }
 
 // Host re-layout of a dispatch of launches [first, end), as update_costs
@@ -110,24 +138,29 @@ double FusedCost::step_seconds(size_t first, size_t end, const npu::DeviceSpec& 
   return dispatch + static_cast<double>(relayout_bytes(first, end)) / plan_.host.bytes_per_second;
 }
 
-double FusedCost::seconds(const npu::DeviceSpec& spec) const {
-  const auto fusable = [&](size_t step) {
-    if (plan_.steps[step].kind != StepKind::npu) return false;
-    for (const Launch& l : plan_.steps[step].launches)
-      if (!l.op || l.op->patch) return false;  // runtime-patched designs run alone
-    return true;
-  };
-  double total = 0;
-  size_t group = 0;          // first launch of the open dispatch
+bool FusedCost::fusable(size_t step) const {
+  if (plan_.steps[step].kind != StepKind::npu) return false;
+  for (const Launch& l : plan_.steps[step].launches)
+    if (!l.op || l.op->patch) return false;  // runtime-patched designs run alone
+  return true;
+}
+
+// The dispatches of segment `seg` as pass_fuse forms them, each one's seconds
+// into costs_[seg] in order.
+void FusedCost::cost_segment(size_t seg, const npu::DeviceSpec& spec) const {
+  std::vector<double>& out = costs_[seg];
+  out.clear();
+  const size_t first = seg_first_[seg], last = seg_first_[seg + 1];
+  size_t group = first;  // first launch of the open dispatch
   bool group_fusable = false;
-  size_t i = 0;
-  while (i < launches_.size()) {
+  size_t i = first;
+  while (i < last) {
     const size_t step = step_of_[i];
     size_t end = i;
-    while (end < launches_.size() && step_of_[end] == step) ++end;
+    while (end < last && step_of_[end] == step) ++end;
     // pass_fuse's joins(): every value the step reads from the open dispatch
     // is whole and in the layout it reads.
-    bool extend = i > 0 && group_fusable && fusable(step) && layer_[group] == layer_[i];
+    bool extend = i > first && group_fusable && fusable(step) && layer_[group] == layer_[i];
     for (size_t j = i; extend && j < end; ++j)
       for (size_t k = 0; extend && k < inputs_[j].size(); ++k) {
         const Input& in = inputs_[j][k];
@@ -137,13 +170,52 @@ double FusedCost::seconds(const npu::DeviceSpec& spec) const {
                  layouts_match(launches_[in.producer]->out_layout, launches_[j]->in_layouts.at(k));
       }
     if (!extend) {
-      if (i > 0) total += step_seconds(group, i, spec);
+      if (i > first) out.push_back(step_seconds(group, i, spec));
       group = i;
       group_fusable = fusable(step);
     }
     i = end;
   }
-  if (!launches_.empty()) total += step_seconds(group, launches_.size(), spec);
+  if (last > first) out.push_back(step_seconds(group, last, spec));
+}
+
+bool FusedCost::changed(size_t i) const {
+  const Launch& l = *launches_[i];
+  const Seen& s = seen_[i];
+  return l.op != s.op || l.timing.total_seconds != s.total || l.timing.overhead_seconds != s.overhead ||
+         l.host_seconds != s.host;
+}
+
+void FusedCost::touched(const Launch& l) const {
+  auto it = index_.find(&l);
+  TESSERA_CHECK(it != index_.end(), "fused cost of {}: launch {} is not one of the plan's", plan_.model, l.name);
+  for (size_t seg : affects_[it->second]) dirty_[seg] = 1;
+}
+
+double FusedCost::seconds(const npu::DeviceSpec& spec) const {
+  if (spec_ != &spec) dirty_.assign(dirty_.size(), 1);
+  spec_ = &spec;
+  for (size_t i = 0; i < launches_.size(); ++i) {
+    if (!changed(i)) continue;
+    const Launch& l = *launches_[i];
+    seen_[i] = {l.op, l.timing.total_seconds, l.timing.overhead_seconds, l.host_seconds};
+    for (size_t seg : affects_[i]) dirty_[seg] = 1;
+  }
+  for (size_t seg = 0; seg < costs_.size(); ++seg) {
+    if (!dirty_[seg]) continue;
+    try {
+      cost_segment(seg, spec);
+    } catch (...) {
+      spec_ = nullptr;  // a segment half done: start again next call
+      throw;
+    }
+    dirty_[seg] = 0;
+  }
+  // Summed in plan order, dispatch by dispatch, as a walk over the whole plan
+  // would: the same floating-point operations, so the same bits.
+  double total = 0;
+  for (const std::vector<double>& seg : costs_)
+    for (double s : seg) total += s;
   return total;
 }
 

@@ -42,8 +42,8 @@ TEST(FusedCost, EqualsFusingACopyOnLoweredPlans) {
   EXPECT_EQ(FusedCost(q).seconds(cache().spec()), fused_seconds(q, cache()));
 }
 
-// One index, launches changed in place between calls as a pass's trials
-// change them: every edge made to match (so dispatches merge and re-layouts
+// One index, launches changed in place between calls: every edge made to
+// match (so dispatches merge and re-layouts
 // vanish one by one), timings changed, a design made runtime-patched (it must
 // then run alone), a host step's cost changed.
 TEST(FusedCost, FollowsLaunchesChangedInPlace) {
@@ -63,6 +63,7 @@ TEST(FusedCost, FollowsLaunchesChangedInPlace) {
           auto it = by_name.find(n.inputs[k].str());
           if (it == by_name.end() || s.kind != StepKind::npu || !it->second->op) continue;
           l.in_layouts.at(k) = it->second->out_layout;
+          cost.touched(l);  // a hand edit under the same design: announced
           ++matched;
           ASSERT_EQ(cost.seconds(spec), fused_seconds(p, cache())) << l.name << " input " << k;
         }
@@ -84,6 +85,40 @@ TEST(FusedCost, FollowsLaunchesChangedInPlace) {
       ASSERT_EQ(cost.seconds(spec), fused_seconds(p, cache())) << l.name;
     }
   }
+}
+
+// One index, launches rebuilt and restored between calls as align-layouts'
+// trials do: each launch of a plan lowered without align-layouts replaced by
+// its counterpart in the plan with it (another design, other layout keys, not
+// announced), then every other one put back as it was. The kept costs of the
+// segments a change does not reach must still be right, and those it reaches
+// (its layer, its producers' and its readers') redone.
+TEST(FusedCost, FollowsRebuildsAndRestoresWithoutBeingTold) {
+  for (auto [S, P] : {std::pair<int64_t, int64_t>{1, 17}, {17, 0}})
+    for (const char* preset : {"smollm2-135m", "qwen3-0.6b"}) {
+      SCOPED_TRACE(fmt::format("{} S={} P={}", preset, S, P));
+      Plan p = fused_cost_plan(preset, S, P, {"fuse", "align-layouts"});
+      const Plan aligned = fused_cost_plan(preset, S, P, {"fuse"});
+      ASSERT_EQ(p.steps.size(), aligned.steps.size());
+      const FusedCost cost(p);
+      const npu::DeviceSpec& spec = cache().spec();
+      ASSERT_EQ(cost.seconds(spec), fused_seconds(p, cache()));
+      std::vector<std::pair<Launch*, Launch>> saved;
+      for (size_t s = 0; s < p.steps.size(); ++s)
+        for (size_t i = 0; i < p.steps[s].launches.size(); ++i) {
+          Launch& l = p.steps[s].launches[i];
+          const Launch& other = aligned.steps[s].launches.at(i);
+          if (l.op == other.op) continue;
+          saved.emplace_back(&l, l);
+          l = other;
+          ASSERT_EQ(cost.seconds(spec), fused_seconds(p, cache())) << "rebuilt " << l.name;
+        }
+      EXPECT_GT(saved.size(), 4u) << "align-layouts changed too few launches to test";
+      for (size_t i = 0; i < saved.size(); i += 2) {
+        *saved[i].first = saved[i].second;
+        ASSERT_EQ(cost.seconds(spec), fused_seconds(p, cache())) << "restored " << saved[i].first->name;
+      }
+    }
 }
 
 }  // namespace

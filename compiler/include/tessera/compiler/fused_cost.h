@@ -15,7 +15,21 @@
 // tiles, designs, timings and layout keys may change between calls), forming
 // the dispatches pass_fuse would form and charging each what update_costs
 // would, in the same order of floating-point operations.
+//
+// Incrementally: a dispatch never spans two layers, so the launches fall into
+// segments (runs of steps of one layer) whose dispatches and costs depend only
+// on their own launches, the producers of what they read and the readers of
+// what they write. seconds() keeps each segment's dispatch costs and redoes
+// only the segments a changed launch touches, then adds every dispatch's cost
+// in plan order as before. A launch counts as changed when its design (op),
+// timing or host cost differs from the last call; a launch's layout keys are
+// a function of its design (build_launch), so a rebuild or a restored copy is
+// seen. A layout key edited by hand under the same design is not: announce it
+// with touched().
 #include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "tessera/compiler/plan.h"
@@ -26,6 +40,7 @@ namespace tessera::compiler {
 // it is).
 double fused_seconds(const Plan& plan, DesignCache& cache);
 
+// Not thread safe: seconds() updates the kept segment costs.
 class FusedCost {
  public:
   // Indexes `plan`, which must outlive this object and keep its steps and
@@ -34,6 +49,10 @@ class FusedCost {
   explicit FusedCost(const Plan& plan);
   // == fused_seconds(plan, cache) for the plan as it is now.
   double seconds(const npu::DeviceSpec& spec) const;
+  // `l` (a launch of the plan) changed in a way its design, timing and host
+  // cost do not show (a layout key set by hand): the next seconds() redoes
+  // the segments it touches.
+  void touched(const Launch& l) const;
 
  private:
   struct Input {
@@ -46,10 +65,19 @@ class FusedCost {
     size_t input;
     bool last_row;
   };
+  // What seconds() last saw of a launch; the design is held so its address
+  // cannot be reused by another design while it is compared.
+  struct Seen {
+    std::shared_ptr<const kernels::BuiltOp> op;
+    double total = 0, overhead = 0, host = 0;
+  };
   static constexpr size_t kNone = static_cast<size_t>(-1);
 
   double step_seconds(size_t first, size_t end, const npu::DeviceSpec& spec) const;
   int64_t relayout_bytes(size_t first, size_t end) const;
+  bool fusable(size_t step) const;
+  void cost_segment(size_t seg, const npu::DeviceSpec& spec) const;
+  bool changed(size_t launch) const;
 
   const Plan& plan_;
   std::vector<const Launch*> launches_;      // plan order
@@ -58,6 +86,16 @@ class FusedCost {
   std::vector<int> layer_;                   // per launch: its node's layer
   std::vector<std::vector<Input>> inputs_;   // per launch, per node input
   std::vector<std::vector<Reader>> readers_; // per launch: who reads its value
+  std::unordered_map<const Launch*, size_t> index_;  // launch -> index
+  std::vector<size_t> seg_first_;            // per segment: its first launch (then launches_.size())
+  std::vector<std::vector<size_t>> affects_; // per launch: the segments its change touches
+
+  // Kept between calls (seconds() is const to its callers: the figure is a
+  // function of the plan alone).
+  mutable const npu::DeviceSpec* spec_ = nullptr;  // the spec the kept costs were made for
+  mutable std::vector<Seen> seen_;                 // per launch
+  mutable std::vector<char> dirty_;                // per segment
+  mutable std::vector<std::vector<double>> costs_; // per segment: its dispatches' seconds, in order
 };
 
 }  // namespace tessera::compiler
