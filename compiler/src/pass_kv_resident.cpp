@@ -95,39 +95,75 @@ std::vector<Candidate> candidates(Plan& p, int64_t& prefill) {
   return out;
 }
 
-// The decode plan as it is at the last position of its context: the launches
-// whose shape depends on T (kv_append, attention_decode) re-shaped to
-// T = context and rebuilt, the rest as it is. Throws LimitError from a
-// builder that cannot take the full context.
-Plan at_context_end(const Plan& p, DesignCache& cache) {
-  Plan q = p;
-  for (Step& s : q.steps)
-    for (Launch& l : s.launches) {
-      const std::string op = l.shape.op;
-      if (op != "kv_append" && op != "attention_decode") continue;
-      kernels::OpShape& shape = q.graph.nodes.at(l.node).shape;
-      shape.dims["T"] = q.context;
-      if (op == "kv_append") shape.dims["pos"] = q.context - shape.dim("M");
-      if (s.kind == StepKind::host) {
-        l = detail::place_launch(q, l.node, true, cache.spec());
-        continue;
-      }
-      l.shape = shape;
-      detail::build_launch(q, l, cache);
-    }
-  update_costs(q, cache.spec());
-  return q;
-}
+// The launches a trial changes, as they were, put back by restore(): a copy
+// of the whole plan per trial (every launch's timing, layouts and names) was
+// a fifth of a decode plan's lowering, which a session repeats at every
+// bucket of cache lengths.
+class Undo {
+ public:
+  explicit Undo(Plan& p) : p_(p) {}
+  void keep(Launch& l) {
+    for (const auto& [at, copy] : launches_)
+      if (at == &l) return;
+    launches_.emplace_back(&l, l);
+  }
+  void keep(Step& s) { steps_.emplace_back(&s, s.kind); }
+  void keep_shape(size_t node) { shapes_.emplace_back(node, p_.graph.nodes.at(node).shape); }
+  // Everything kept, back as it was (steps' kinds before their launches).
+  void restore() {
+    for (auto& [s, kind] : steps_) s->kind = kind;
+    for (auto& [l, copy] : launches_) *l = std::move(copy);
+    for (auto& [node, shape] : shapes_) p_.graph.nodes.at(node).shape = std::move(shape);
+    steps_.clear();
+    launches_.clear();
+    shapes_.clear();
+  }
+
+ private:
+  Plan& p_;
+  std::vector<std::pair<Step*, StepKind>> steps_;
+  std::vector<std::pair<Launch*, Launch>> launches_;
+  std::vector<std::pair<size_t, kernels::OpShape>> shapes_;
+};
 
 // The resident cache is a property of the session, not of one position: a
 // session lowers a plan per decode position and the cache must keep one
 // layout from the first step to the last (and phase 5's gate, which decodes
 // a few steps after a short prompt, must run the same path a long session
 // runs). So the choice is judged once, where the re-pack it saves is
-// largest: at the end of the context, fused.
-double context_end_seconds(const Plan& p, DesignCache& cache) {
-  const Plan q = at_context_end(p, cache);
-  return FusedCost(q).seconds(cache.spec());
+// largest: at the end of the context, fused. That is the plan with the
+// launches whose shape depends on T (kv_append, attention_decode) re-shaped
+// to T = context and rebuilt, the rest as it is; `p` is put back as it was
+// before this returns or throws (LimitError from a builder that cannot take
+// the full context).
+double context_end_seconds(Plan& p, DesignCache& cache) {
+  Undo undo(p);
+  try {
+    for (Step& s : p.steps)
+      for (Launch& l : s.launches) {
+        const std::string op = l.shape.op;
+        if (op != "kv_append" && op != "attention_decode") continue;
+        undo.keep(l);
+        undo.keep_shape(l.node);
+        kernels::OpShape& shape = p.graph.nodes.at(l.node).shape;
+        shape.dims["T"] = p.context;
+        if (op == "kv_append") shape.dims["pos"] = p.context - shape.dim("M");
+        if (s.kind == StepKind::host) {
+          l = detail::place_launch(p, l.node, true, cache.spec());
+          continue;
+        }
+        l.shape = shape;
+        detail::build_launch(p, l, cache);
+      }
+    // FusedCost reads the launches only, never the steps' figures: no
+    // update_costs needed for the trial.
+    const double t = FusedCost(p).seconds(cache.spec());
+    undo.restore();
+    return t;
+  } catch (...) {
+    undo.restore();
+    throw;
+  }
 }
 
 }  // namespace
@@ -138,12 +174,21 @@ std::string pass_kv_resident(Plan& p, DesignCache& cache, bool bug) {
   int64_t other = 0;
   std::vector<Candidate> cands = candidates(p, other);
   if (cands.empty()) return fmt::format("no decode KV cache ({} kv_append left as they are)", other);
-  const Plan saved = p;  // launch pointers in cands point into p, not the copy
+  // What the trial changes, put back with the step figures update_costs
+  // gave them above when the host cache is kept.
+  Undo trial(p);
+  auto keep_host_cache = [&] {
+    trial.restore();
+    update_costs(p, spec);
+  };
   int64_t rows = 0;
   try {
     const double t0 = context_end_seconds(p, cache);
     for (Candidate& c : cands) {
       Launch& a = c.append->launches.front();
+      trial.keep(*c.append);
+      trial.keep(a);
+      for (Launch* at : c.attention) trial.keep(*at);
       const int64_t T = a.shape.dim("T");
       rows = std::max({p.context, T, append_span(a.shape, p.context, cache)});
       for (Launch* at : c.attention)
@@ -164,12 +209,12 @@ std::string pass_kv_resident(Plan& p, DesignCache& cache, bool bug) {
     }
     update_costs(p, spec);
     if (const double t = bug ? 0 : context_end_seconds(p, cache); t >= t0) {
-      p = saved;
+      keep_host_cache();
       return fmt::format("kept the host cache: resident predicts {} vs {} once fused at T={}",
                          detail::time_text(t), detail::time_text(t0), p.context);
     }
   } catch (const LimitError& e) {
-    p = saved;
+    keep_host_cache();
     return fmt::format("kept the host cache: {}", e.what());
   }
   return fmt::format("{} kv_append on the NPU writing a resident cache of {} rows in place{}",

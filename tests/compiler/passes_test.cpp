@@ -310,6 +310,32 @@ TEST(PlantedBug, EveryPassIsNamedWhenItBreaksThePlan) {
   }
 }
 
+// A resident cache that does not pay (a short context): the
+// trial rebuilt the kv_append and attention launches and re-costed the plan;
+// all of it must be put back exactly, step figures included, since the
+// passes after this one and the plan the session runs start from it.
+TEST(KvResident, KeepingTheHostCacheLeavesThePlanAsItWas) {
+  for (auto [model, context] : {std::pair<const char*, int64_t>{"tiny", 16}, {"smollm2-135m", 32}}) {
+    SCOPED_TRACE(model);
+    PlanOptions o;
+    o.context = context;
+    Plan p = plan_header(small(model), 1, 9, cache(), o);
+    run_passes(p, {"place", "build", "tune-tiles"}, cache());
+    update_costs(p, cache().spec());
+    const std::string before = p.dump();
+    std::vector<double> step_seconds;  // the dump prints the launches' figures, not the steps'
+    for (const Step& s : p.steps) step_seconds.push_back(s.seconds());
+    std::string line;
+    run_passes(p, {"kv-resident"}, cache(), [&](const PassRecord& r, const Plan&) { line = r.line(); });
+    ASSERT_NE(line.find("kept the host cache"), std::string::npos) << line;
+    EXPECT_EQ(verify_plan(p), "");
+    ASSERT_EQ(p.passes.back(), "kv-resident");
+    p.passes.pop_back();  // the one line a pass that changed nothing still adds
+    EXPECT_EQ(p.dump(), before);
+    for (size_t s = 0; s < p.steps.size(); ++s) EXPECT_EQ(p.steps[s].seconds(), step_seconds[s]) << p.steps[s].name();
+  }
+}
+
 // IR in / IR out: the plan text before a pass, parsed, run through the pass,
 // dumped; both files are goldens.
 class PassGolden : public testing::TestWithParam<const char*> {};
