@@ -174,13 +174,9 @@ std::string pass_kv_resident(Plan& p, DesignCache& cache, bool bug) {
   int64_t other = 0;
   std::vector<Candidate> cands = candidates(p, other);
   if (cands.empty()) return fmt::format("no decode KV cache ({} kv_append left as they are)", other);
-  // What the trial changes, put back with the step figures update_costs
-  // gave them above when the host cache is kept.
+  // What the trial changes, put back when the host cache is kept (the steps'
+  // figures follow: run_passes re-costs the plan after every pass).
   Undo trial(p);
-  auto keep_host_cache = [&] {
-    trial.restore();
-    update_costs(p, spec);
-  };
   int64_t rows = 0;
   try {
     const double t0 = context_end_seconds(p, cache);
@@ -209,12 +205,12 @@ std::string pass_kv_resident(Plan& p, DesignCache& cache, bool bug) {
     }
     update_costs(p, spec);
     if (const double t = bug ? 0 : context_end_seconds(p, cache); t >= t0) {
-      keep_host_cache();
+      trial.restore();
       return fmt::format("kept the host cache: resident predicts {} vs {} once fused at T={}",
                          detail::time_text(t), detail::time_text(t0), p.context);
     }
   } catch (const LimitError& e) {
-    keep_host_cache();
+    trial.restore();
     return fmt::format("kept the host cache: {}", e.what());
   }
   return fmt::format("{} kv_append on the NPU writing a resident cache of {} rows in place{}",
