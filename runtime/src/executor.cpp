@@ -295,13 +295,15 @@ void pack_inputs(const Launch& l, const Node& node, const ValueStore& values,
 // input may still write into such a buffer (kv_append's cache carries the
 // padded stream rows of its new rows): then every view of the launch's
 // activations turns back into a copy and the inputs are packed again in
-// order, which gives the bytes a zero-filled copy would.
+// order, which gives the bytes a zero-filled copy would; later runs of the
+// step pack in order at once (Executor::packs_in_order).
 void prepare_inputs(const Launch& l, const Node& node, const ValueStore& values,
-                    npu::HostMemory& host, npu::HostViews& views) {
+                    npu::HostMemory& host, npu::HostViews& views, std::set<std::string>& packs_in_order) {
   const kernels::BuiltOp& op = *l.op;
   std::vector<bool> viewed(node.inputs.size(), false);
+  const bool in_order = packs_in_order.count(l.name) > 0;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
-    if (node.inputs[i].kind == ValueKind::weight || !viewable(l, i, op.design)) continue;
+    if (in_order || node.inputs[i].kind == ValueKind::weight || !viewable(l, i, op.design)) continue;
     const PackedValue* pv = values.packed(node.inputs[i], l.in_layouts.at(i));
     if (pv == nullptr || pv->buffers.size() != l.in_buffers[i].size()) continue;
     for (size_t b = 0; b < pv->buffers.size(); ++b) views.emplace(l.in_buffers[i][b], pv->buffers[b]);
@@ -323,6 +325,7 @@ void prepare_inputs(const Launch& l, const Node& node, const ValueStore& values,
     for (const std::string& name : viewed[i] ? l.in_buffers[i] : std::vector<std::string>{})
       collided = collided || host.count(name) > 0;
   if (!collided) return;
+  packs_in_order.insert(l.name);
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     if (!viewed[i]) continue;
     for (const std::string& name : l.in_buffers[i]) {
@@ -349,7 +352,7 @@ void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
   for (size_t i = 0; i < node.inputs.size(); ++i)
     if (node.inputs[i].kind == ValueKind::weight) add_views(weight_buffers(weights, l, i), l.weight_layouts[i], views);
   const bool resident = lend_resident(exec, l, op, host);
-  prepare_inputs(l, node, values, host, views);
+  prepare_inputs(l, node, values, host, views, exec.packs_in_order());
   // A patched design depends on the packed values: validated on every run.
   if (op.patch) sim.run(op.patch(op.design, host), host, &views);
   else sim.run_bytes(exec.prepared(l.op), host, &views);

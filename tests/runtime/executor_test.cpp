@@ -90,7 +90,10 @@ TEST(Executor, ResidentKvCacheAgreesBitwiseWithTheHostAppend) {
 // instead of zero-filling its R rows per token; every run must still see the
 // bytes a fresh buffer would. Runs at P = 40, then a new prompt's shorter
 // P = 8 (rows 9..40 of the kept image are stale) and P = 9 give the values a
-// fresh executor gives, and leave the image a fresh executor leaves.
+// fresh executor gives, and leave the image a fresh executor leaves. The
+// kept executor's later runs pack each kv_append's inputs in order at once
+// (its cache pack fills its new rows' padding, so views collide): the fresh
+// one views, collides and packs again, and both give the same bits.
 TEST(Executor, KeptResidentCacheImageEqualsAFreshOne) {
   const TinyModel& m = testing::tiny("tiny");
   const auto tokens = testing::prompt_tokens(40, m.config.vocab_size, 5);
@@ -111,6 +114,8 @@ TEST(Executor, KeptResidentCacheImageEqualsAFreshOne) {
     for (const auto& [name, values] : b.values)
       EXPECT_TRUE(values == a.values.at(name)) << name << " differs at P=" << P;
     ASSERT_EQ(kept.resident_images().size(), 2u * m.config.num_layers) << "P=" << P;
+    for (const auto& [name, img] : kept.resident_images())
+      EXPECT_TRUE(kept.packs_in_order().count(name)) << name << ": its packs did not collide at P=" << P;
     for (const auto& [name, img] : fresh.resident_images()) {
       ASSERT_FALSE(img.bytes.empty()) << name << ": the image did not come back after the run";
       EXPECT_TRUE(img.bytes == kept.resident_images().at(name).bytes) << name << " image differs at P=" << P;

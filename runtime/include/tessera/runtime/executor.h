@@ -96,6 +96,13 @@ class Executor {
   };
   std::map<std::string, ResidentImage>& resident_images() { return resident_; }
 
+  // Launches (by step name) where another input's pack() wrote into a
+  // buffer handed over as a view (kv_append's cache fills the padded rows of
+  // its new rows' stream): their inputs are packed in order from the start,
+  // instead of viewed, packed, found to collide and packed again. Only
+  // spares work: packing in order is what a view stands in for.
+  std::set<std::string>& packs_in_order() { return packs_in_order_; }
+
  private:
   npu::DeviceSpec spec_;
   const compiler::PackedWeights* weights_;
@@ -104,6 +111,7 @@ class Executor {
            std::pair<std::shared_ptr<const kernels::BuiltOp>, std::shared_ptr<const npu::PreparedDesign>>>
       prepared_;
   std::map<std::string, ResidentImage> resident_;
+  std::set<std::string> packs_in_order_;
 };
 
 }  // namespace tessera::runtime
