@@ -52,8 +52,9 @@ struct PackedValue {
 class ValueStore {
  public:
   ValueStore(const Plan& plan, const Values& inputs, const std::set<std::string>* keep,
-             int64_t last_row, std::map<std::string, Executor::ResidentImage>& resident)
-      : plan_(plan), inputs_(inputs), keep_(keep), last_row_(last_row), resident_(resident) {
+             const std::map<std::string, KeepRows>* keep_rows, int64_t last_row,
+             std::map<std::string, Executor::ResidentImage>& resident)
+      : plan_(plan), inputs_(inputs), keep_(keep), keep_rows_(keep_rows), last_row_(last_row), resident_(resident) {
     for (size_t i = 0; i < plan.steps.size(); ++i)
       for (const Launch& l : plan.steps[i].launches) {
         const Node& n = plan.graph.nodes.at(l.node);
@@ -70,13 +71,24 @@ class ValueStore {
 
   // Does some reader want `name` as FP32 values / as the bytes of `layout`?
   bool wants_values(const std::string& name, const std::string& layout) const {
-    if (kept(name)) return true;
+    return kept(name) || kept_rows(name) != nullptr || read_as_values(name, layout);
+  }
+  // Does a later step read `name` as values (a value nobody reads counts)?
+  bool read_as_values(const std::string& name, const std::string& layout) const {
     auto it = readers_.find(name);
     if (it == readers_.end()) return true;
     for (const std::string* in : it->second.layouts)
       if (!compiler::layouts_match(layout, *in)) return true;
     return false;
   }
+  bool kept(const std::string& name) const { return keep_ == nullptr || keep_->count(name) > 0; }
+  const KeepRows* kept_rows(const std::string& name) const {
+    if (keep_rows_ == nullptr) return nullptr;
+    auto it = keep_rows_->find(name);
+    return it == keep_rows_->end() ? nullptr : &it->second;
+  }
+  // The kept rows of `name`, unpacked alone by its producer.
+  void put_rows(const std::string& name, std::vector<float> rows) { rows_[name] = std::move(rows); }
   bool wants_packed(const std::string& name, const std::string& layout) const {
     auto it = readers_.find(name);
     if (it == readers_.end()) return false;
@@ -115,6 +127,13 @@ class ValueStore {
   }
 
   void put(const std::string& name, size_t step, std::vector<float> v) {
+    if (const KeepRows* r = kept_rows(name)) {
+      const auto begin = static_cast<size_t>(r->first * r->width), end = static_cast<size_t>((r->first + r->count) * r->width);
+      if (r->first < 0 || r->count < 0 || r->width <= 0 || end > v.size() || v.size() % static_cast<size_t>(r->width))
+        throw_error<InternalError>("executor: keeping rows [{}, {}) of {} ({} wide) from {} values", r->first,
+                                   r->first + r->count, name, r->width, v.size());
+      rows_[name].assign(v.begin() + static_cast<std::ptrdiff_t>(begin), v.begin() + static_cast<std::ptrdiff_t>(end));
+    }
     auto it = readers_.find(name);
     if ((it != readers_.end() && it->second.last >= step) || kept(name)) values_[name] = std::move(v);
   }
@@ -133,7 +152,10 @@ class ValueStore {
       }
   }
 
-  Values take() { return std::move(values_); }
+  Values take() {
+    for (auto& [name, rows] : rows_) values_[name] = std::move(rows);
+    return std::move(values_);
+  }
 
  private:
   // A resident cache's bytes go back to the executor once no reader needs
@@ -146,8 +168,6 @@ class ValueStore {
       return;
     img->second.bytes = std::move(pv->second.buffers[0]);
   }
-
-  bool kept(const std::string& name) const { return keep_ == nullptr || keep_->count(name) > 0; }
 
   std::span<const float> row_of(const ValueRef& r, const std::vector<float>& v) const {
     const int64_t rows = plan_.graph.seq;
@@ -164,6 +184,8 @@ class ValueStore {
   const Plan& plan_;
   const Values& inputs_;
   const std::set<std::string>* keep_;
+  const std::map<std::string, KeepRows>* keep_rows_;
+  Values rows_;  // the kept rows of keep_rows_' values
   int64_t last_row_;
   // Of each value: the index of the last step that reads it, and the layouts
   // its readers read it in (kValues: as values), pointing into the plan.
@@ -356,7 +378,12 @@ void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
   // A patched design depends on the packed values: validated on every run.
   if (op.patch) sim.run(op.patch(op.design, host), host, &views);
   else sim.run_bytes(exec.prepared(l.op), host, &views);
-  if (values.wants_values(l.name, l.out_layout)) values.put(l.name, step, op.unpack(0, host));
+  const KeepRows* rows = values.kept_rows(l.name);
+  const int64_t out_rows = op.outputs[0].shape.empty() ? 0 : op.outputs[0].shape[0];
+  if (rows && op.unpack_rows && rows->width * out_rows == shape_numel(op.outputs[0].shape) &&
+      !values.kept(l.name) && !values.read_as_values(l.name, l.out_layout))
+    values.put_rows(l.name, op.unpack_rows(0, host, rows->first, rows->count));
+  else if (values.wants_values(l.name, l.out_layout)) values.put(l.name, step, op.unpack(0, host));
   if (values.wants_packed(l.name, l.out_layout)) {
     PackedValue pv{l.out_layout, {}};
     for (const std::string& b : l.out_buffers) pv.buffers.push_back(std::move(host.at(b)));
@@ -406,8 +433,9 @@ const npu::PreparedDesign& Executor::prepared(const std::shared_ptr<const kernel
 }
 
 ExecResult Executor::run(const Plan& plan, const Values& inputs, const std::set<std::string>* keep,
-                         const std::function<void(size_t, size_t)>& progress, int64_t last_row) {
-  ValueStore values(plan, inputs, keep, last_row, resident_);
+                         const std::function<void(size_t, size_t)>& progress, int64_t last_row,
+                         const std::map<std::string, KeepRows>* keep_rows) {
+  ValueStore values(plan, inputs, keep, keep_rows, last_row, resident_);
   ExecResult result;
   const auto t_run = Clock::now();
   for (size_t i = 0; i < plan.steps.size(); ++i) {

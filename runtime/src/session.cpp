@@ -220,10 +220,18 @@ std::vector<float> Session::forward(std::span<const int32_t> tokens, int64_t rea
   weights_->check_covers({&plan});  // InputError naming a missing layout
   std::set<std::string> keep = opts_.keep;
   keep.insert("logits");
-  for (int64_t l = 0; l < config_.num_layers; ++l) {
-    keep.insert(layer_value("k_cache", l));
-    keep.insert(layer_value("v_cache", l));
-  }
+  // Only the real rows enter the session cache: pad rows' K/V (positions
+  // >= P + real) are garbage for later calls. Those rows alone come back,
+  // unless the caller keeps the whole cache.
+  const int64_t from = mutant_on(Mutant::session_kv_stale_row) && P > 0 ? P - 1 : P;
+  std::map<std::string, KeepRows> keep_rows;
+  for (int64_t l = 0; l < config_.num_layers; ++l)
+    for (const char* cache : {"k_cache", "v_cache"}) {
+      const std::string name = layer_value(cache, l);
+      const int64_t first = l + 1 == config_.num_layers ? from : P;
+      if (opts_.keep.count(name)) keep.insert(name);
+      else keep_rows[name] = KeepRows{first, real, kvd};
+    }
   Values in = forward_inputs(tokens);
   struct GiveBack {  // on exceptions too: the cache must not be left in `in`
     Session& s;
@@ -233,18 +241,16 @@ std::vector<float> Session::forward(std::span<const int32_t> tokens, int64_t rea
   ExecResult res;
   {
     GiveBack give_back{*this, in};
-    res = exec_->run(plan, in, &keep, {}, real - 1);
+    res = exec_->run(plan, in, &keep, {}, real - 1, &keep_rows);
   }
-  // Only the real rows enter the session cache: pad rows' K/V (positions
-  // >= P + real) are garbage for later calls.
   for (int64_t l = 0; l < config_.num_layers; ++l)
     for (auto* dst : {&k_cache_, &v_cache_}) {
       const std::string name = layer_value(dst == &k_cache_ ? "k_cache" : "v_cache", l);
       const std::vector<float>& rows = res.values.at(name);
       auto& cache = (*dst)[static_cast<size_t>(l)];
       cache.resize(static_cast<size_t>((P + real) * kvd));
-      const int64_t from = mutant_on(Mutant::session_kv_stale_row) && P > 0 && l + 1 == config_.num_layers ? P - 1 : P;
-      std::copy(rows.begin() + from * kvd, rows.begin() + (from + real) * kvd, cache.begin() + P * kvd);
+      const int64_t first = keep_rows.count(name) ? 0 : l + 1 == config_.num_layers ? from : P;
+      std::copy(rows.begin() + first * kvd, rows.begin() + (first + real) * kvd, cache.begin() + P * kvd);
       if (!opts_.keep.count(name)) res.values.erase(name);
     }
   std::vector<float> logits = res.values.at("logits");

@@ -99,6 +99,33 @@ TEST_P(KvAppendBuilder, HeadMajorCacheKeepsEachHeadContiguous) {
                LimitError);  // heads that do not tile kv_dim
 }
 
+// unpack_rows gives rows [first, first + count) exactly as unpack() has
+// them, in the plain, resident and head-major caches, at the ends and past
+// them (an InternalError): a decode session reads back only its new rows.
+TEST_P(KvAppendBuilder, RowsUnpackedAloneEqualThoseOfTheWholeCache) {
+  auto spec = npu::DeviceSpec::preset(GetParam());
+  const int64_t M = 5, T = 60, pos = 55, kv = 128;
+  const std::vector<TileOptions> layouts = {{}, {{"cache_rows", 256}}, {{"cache_rows", 256}, {"cache_head_dim", 32}}};
+  for (const TileOptions& tiles : layouts) {
+    SCOPED_TRACE(fmt::format("tiles {}", tiles.size()));
+    BuiltOp b = op_builder("kv_append").build(kv_shape(M, T, pos, kv), spec, tiles);
+    ASSERT_TRUE(b.unpack_rows);
+    ensure_tile_kernels_registered();
+    npu::HostMemory host;
+    for (const auto& h : b.design.host_buffers) host_bytes(b.design, h.name, host);
+    b.pack(0, bf16_values(static_cast<size_t>(M * kv), 11), host);
+    b.pack(1, bf16_values(static_cast<size_t>(T * kv), 12), host);
+    npu::Simulator(spec, npu::KernelRegistry::global()).run(b.design, host);
+    const std::vector<float> whole = b.unpack(0, host);
+    for (auto [first, count] : {std::pair<int64_t, int64_t>{pos, M}, {0, 1}, {T - 1, 1}, {0, T}, {7, 0}}) {
+      const std::vector<float> want(whole.begin() + first * kv, whole.begin() + (first + count) * kv);
+      EXPECT_EQ(b.unpack_rows(0, host, first, count), want) << "rows " << first << " + " << count;
+    }
+    EXPECT_THROW(b.unpack_rows(0, host, T - 1, 2), InternalError);
+    EXPECT_THROW(b.unpack_rows(0, host, -1, 1), InternalError);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, KvAppendBuilder, ::testing::Values("xdna2", "xdna1"));
 
 TEST(KvAppendBuilderLimits, AppendPastTheCacheIsALimitError) {

@@ -123,6 +123,45 @@ TEST(Executor, KeptResidentCacheImageEqualsAFreshOne) {
   }
 }
 
+// keep_rows: a value comes back as the asked rows only, the rows the whole
+// value has, whether its producer unpacks them alone (the NPU kv_append of a
+// resident cache) or the executor slices them (the host append); the other
+// values do not change.
+TEST(Executor, KeptRowsAreThoseOfTheWholeValue) {
+  const TinyModel& m = testing::tiny("tiny");
+  const int64_t P = 40, kvd = m.config.kv_dim();
+  const auto tokens = testing::prompt_tokens(P, m.config.vocab_size, 3);
+  Executor exec(m.spec, *m.packed);
+  const ExecResult pre = exec.run(testing::lower_plan(m, P, 0, PlanStyle::standard), host_inputs(m, tokens, 0));
+  std::vector<std::vector<float>> k, v;
+  std::set<std::string> caches;
+  for (int l = 0; l < m.config.num_layers; ++l) {
+    for (const char* c : {"k_cache", "v_cache"}) caches.insert(ValueRef{ValueKind::activation, c, l, false}.str());
+    k.push_back(pre.values.at(ValueRef{ValueKind::activation, "k_cache", l, false}.str()));
+    v.push_back(pre.values.at(ValueRef{ValueKind::activation, "v_cache", l, false}.str()));
+  }
+  compiler::PlanOptions o;
+  for (const double host_rate : {1e6, 1e15}) {  // resident kept / rejected
+    o.host.bytes_per_second = host_rate;
+    const Plan plan = compiler::lower(m.config, 1, P, *m.cache, o);
+    std::set<std::string> keep = caches;
+    keep.insert("logits");
+    const ExecResult whole = exec.run(plan, host_inputs(m, {tokens[0]}, P, k, v), &keep);
+    for (const int64_t first : {P, int64_t{0}}) {
+      std::map<std::string, KeepRows> rows;
+      for (const std::string& name : caches) rows[name] = KeepRows{first, 1, kvd};
+      const std::set<std::string> logits = {"logits"};
+      const ExecResult got = exec.run(plan, host_inputs(m, {tokens[0]}, P, k, v), &logits, {}, -1, &rows);
+      EXPECT_TRUE(got.values.at("logits") == whole.values.at("logits"));
+      for (const std::string& name : caches) {
+        const std::vector<float>& all = whole.values.at(name);
+        const std::vector<float> want(all.begin() + first * kvd, all.begin() + (first + 1) * kvd);
+        EXPECT_TRUE(got.values.at(name) == want) << name << " row " << first << ", host rate " << host_rate;
+      }
+    }
+  }
+}
+
 // The host ops against kernels::run_op on the same inputs, on edge cases the
 // model runs may not hit: ids 0 and V-1 and repeats, a cache whose values are
 // not bf16-exact (rounding), an append at the end of the cache, argmax ties

@@ -227,14 +227,15 @@ int64_t rowwise_out_index(const RowwiseSpec& s, int64_t row, int64_t col) {
   return (col / s.out_unit * s.out_rows + row) * s.out_unit + col % s.out_unit;
 }
 
-// The first n row-major elements of a zero-copy out_host as runs contiguous
-// in both: fn(flat index, index in out_host, length). A run is a row, or a
-// head's out_unit columns of it in a head-major layout.
+// Row-major elements [begin, end) of a zero-copy out_host (begin at a row's
+// start) as runs contiguous in both: fn(flat index, index in out_host,
+// length). A run is a row, or a head's out_unit columns of it in a
+// head-major layout.
 template <typename Fn>
-void for_out_runs(const RowwiseSpec& s, int64_t n, Fn&& fn) {
+void for_out_runs(const RowwiseSpec& s, int64_t begin, int64_t end, Fn&& fn) {
   const int64_t unit = s.out_unit > 0 ? s.out_unit : s.cols;
-  for (int64_t flat = 0; flat < n; flat += unit)
-    fn(flat, rowwise_out_index(s, flat / s.cols, flat % s.cols), std::min(unit, n - flat));
+  for (int64_t flat = begin; flat < end; flat += unit)
+    fn(flat, rowwise_out_index(s, flat / s.cols, flat % s.cols), std::min(unit, end - flat));
 }
 
 npu::Design make_rowwise_design(const RowwiseSpec& s, const RowwisePlan& p,
@@ -366,6 +367,19 @@ TileOptions whole_row_objects(RowwiseSpec& s, const npu::DeviceSpec& spec, const
 
 }  // namespace
 
+namespace {
+
+// Whether rows of the output are runs of out_host (or of the row-major y_rows)
+// that unpack() reads one by one: the zero-copy and row-major layouts whose
+// row is the output's row (the flat views of elementwise ops are not).
+bool rs_zero_copy_rows(const RowwiseSpec& s, int64_t out_rows, int64_t out_numel) {
+  if (s.gemm_x.on() || out_rows <= 0 || out_numel % out_rows != 0) return false;
+  if (s.rowmajor) return true;
+  return !s.out_host.empty() && s.cols == out_numel / out_rows;
+}
+
+}  // namespace
+
 BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::DeviceSpec& spec,
                       const TileOptions& tiles, std::vector<OpTensor> inputs,
                       std::vector<RowwiseInput> roles, OpTensor output) {
@@ -425,7 +439,7 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
     if (role.role == RowwiseInput::Role::out_init) {
       bf16* o = host_bf16(*d, rs.out_host, host);
       const auto n = static_cast<int64_t>(v.size());
-      for_out_runs(rs, n, [&](int64_t flat, int64_t at, int64_t len) {
+      for_out_runs(rs, 0, n, [&](int64_t flat, int64_t at, int64_t len) {
         f32_to_bf16(v.subspan(static_cast<size_t>(flat), static_cast<size_t>(len)),
                     std::span<bf16>(o + at, static_cast<size_t>(len)));
       });
@@ -470,7 +484,7 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
         bf16_to_f32(std::span<const bf16>(o, y.size()), y);
         return y;
       }
-      for_out_runs(rs, out_numel, [&](int64_t flat, int64_t at, int64_t len) {
+      for_out_runs(rs, 0, out_numel, [&](int64_t flat, int64_t at, int64_t len) {
         bf16_to_f32(std::span<const bf16>(o + at, static_cast<size_t>(len)),
                     std::span<float>(y).subspan(static_cast<size_t>(flat), static_cast<size_t>(len)));
       });
@@ -484,6 +498,26 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
     }
     return y;
   };
+  const int64_t out_rows = output.shape.empty() ? 0 : output.shape[0];
+  if (rs_zero_copy_rows(s, out_rows, out_numel))
+    out.unpack_rows = [sp, d, out_numel, out_rows, key = shape.key()](size_t, const npu::HostMemory& host,
+                                                                      int64_t first, int64_t count) {
+      const RowwiseSpec& rs = *sp;
+      const int64_t width = out_numel / out_rows;
+      if (first < 0 || count < 0 || first + count > out_rows)
+        throw_error<InternalError>("{}: rows [{}, {}) of an output of {} rows", key, first, first + count, out_rows);
+      std::vector<float> y(static_cast<size_t>(count * width));
+      const bf16* o = host_bf16(*d, rs.rowmajor ? std::string("y_rows") : rs.out_host, host);
+      if (rs.rowmajor) {
+        bf16_to_f32(std::span<const bf16>(o + first * width, y.size()), y);
+        return y;
+      }
+      for_out_runs(rs, first * width, (first + count) * width, [&](int64_t flat, int64_t at, int64_t len) {
+        bf16_to_f32(std::span<const bf16>(o + at, static_cast<size_t>(len)),
+                    std::span<float>(y).subspan(static_cast<size_t>(flat - first * width), static_cast<size_t>(len)));
+      });
+      return y;
+    };
   return out;
 }
 

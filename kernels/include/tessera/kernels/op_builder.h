@@ -54,6 +54,12 @@ struct BuiltOp {
   std::function<void(size_t input, std::span<const float> values, npu::HostMemory& host)> pack;
   // Read logical output i back as row-major FP32.
   std::function<std::vector<float>(size_t output, const npu::HostMemory& host)> unpack;
+  // Rows [first, first + count) of output i, each numel / shape[0] wide, as
+  // unpack() would give them, without the others: a decode step needs only
+  // the new rows of a KV cache of T rows. Unset where the layout has no
+  // cheap row access (callers then slice unpack()).
+  std::function<std::vector<float>(size_t output, const npu::HostMemory& host, int64_t first, int64_t count)>
+      unpack_rows;
   TileOptions tiles;  // the tile sizes actually chosen
   // Runtime arguments, as XRT hands them to a runtime sequence: when set,
   // run_op calls it after pack() and runs the design it returns, in which DMA

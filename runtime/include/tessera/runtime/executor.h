@@ -46,6 +46,15 @@ struct StepRecord {
   std::vector<LaunchRecord> launches;
 };
 
+// Rows [first, first + count) of a value `width` wide. A decode session keeps
+// only the new rows of each K/V cache: the whole cache (T rows) unpacked per
+// token was host work growing with the context.
+struct KeepRows {
+  int64_t first = 0;
+  int64_t count = 0;
+  int64_t width = 0;
+};
+
 struct ExecResult {
   Values values;                  // every value produced (or only `keep`, see run)
   double predicted_seconds = 0;   // sum over steps: what the NPU + host would take
@@ -73,10 +82,13 @@ class Executor {
   //
   // The packed weights are only read (views, never swapped or written), so
   // several Executors may share one PackedWeights.
+  //
+  // A value named in `keep_rows` is in the result as those rows only
+  // (unpacked alone where its producer can: BuiltOp::unpack_rows).
   ExecResult run(const compiler::Plan& plan, const Values& inputs,
                  const std::set<std::string>* keep = nullptr,
                  const std::function<void(size_t, size_t)>& progress = {},
-                 int64_t last_row = -1);
+                 int64_t last_row = -1, const std::map<std::string, KeepRows>* keep_rows = nullptr);
 
   // The simulator-ready form of a built op's design: validated and laid out
   // on the first run of the op, reused by every later run (the plan of each
