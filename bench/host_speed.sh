@@ -28,12 +28,17 @@ mkdir -p "$out"
 
 # Median of 5 runs per thread count, then the better thread count: on a
 # shared machine single runs scatter, and the ratios below divide by it.
-gbs=$("$build/bench/membw_bench" --benchmark_format=json --benchmark_repetitions=5 \
-        --benchmark_report_aggregates_only=true 2> /dev/null | python3 -c '
+# Read again just before and just after each row's runs: readings of one
+# machine minutes apart moved from 33 to 47 GB/s, so a row is judged by the
+# mean of the two readings around it, and prints both.
+bandwidth() {
+  "$build/bench/membw_bench" --benchmark_format=json --benchmark_repetitions=5 \
+      --benchmark_report_aggregates_only=true 2> /dev/null | python3 -c '
 import json, sys
 print(max(b["bytes_per_second"] for b in json.load(sys.stdin)["benchmarks"]
-          if b.get("aggregate_name") == "median") / 1e9)')
-echo "host memory read bandwidth: $(printf %.1f "$gbs") GB/s (bench/membw_bench, median of 5 runs, the better of 1 and 2 threads)"
+          if b.get("aggregate_name") == "median") / 1e9)'
+}
+echo "host memory read bandwidth: $(printf %.1f "$(bandwidth)") GB/s (bench/membw_bench, median of 5 runs, the better of 1 and 2 threads; read again just before and just after each row)"
 # Whether the two vCPUs are two cores' worth of compute during this run (a
 # shared VM's are not always): two-thread figures below scale with it.
 if [ -x "$build/bench/cores_bench" ]; then
@@ -47,8 +52,8 @@ two = next(v for k, v in m.items() if "/2/" in k)
 print(f"{two / one:.2f}")')
   echo "two-thread compute scaling: ${scaling}x (bench/cores_bench, median of 5; 2.0 = two cores, 1.0 = one core's worth)"
 fi
-printf '%-14s %6s %9s %11s %11s %11s %11s %9s %11s %9s %9s %9s %6s\n' model layers "bf16 MB" "sim dec/s" "sim pre/s" \
-  "oracle dec/s" "s/tok sim" "x 1 read" "cpu s/tok" "cpu x rd" "orc x rd" "orc x bf" load
+printf '%-14s %6s %9s %11s %11s %11s %11s %9s %11s %9s %9s %9s %6s %s\n' model layers "bf16 MB" "sim dec/s" "sim pre/s" \
+  "oracle dec/s" "s/tok sim" "x 1 read" "cpu s/tok" "cpu x rd" "orc x rd" "orc x bf" load "GB/s bef/aft"
 
 row() {  # row NAME LAYERS SOURCE-ARGS... : deploy through phase 5 (run needs the final plan), run, generate
   local name="$1" layers="$2"; shift 2
@@ -58,6 +63,7 @@ row() {  # row NAME LAYERS SOURCE-ARGS... : deploy through phase 5 (run needs th
   "$bin" "${args[@]}" > "$dir.deploy.out" 2> "$dir.deploy.err" ||
     { echo "$name: deploy failed: $(tail -2 "$dir.deploy.err")"; return; }
   [ -x /usr/bin/time ] || { echo "no /usr/bin/time (Debian package time)" >&2; return; }
+  local gbs_before; gbs_before=$(bandwidth)
   /usr/bin/time -f "%U %S" -o "$dir.cpu1" "$bin" run "$dir" -p "$prompt" -n 1 > /dev/null 2> "$dir.run1.err" ||
     { echo "$name: run -n 1 failed: $(tail -2 "$dir.run1.err")"; return; }
   /usr/bin/time -f "%U %S" -o "$dir.cpu" "$bin" run "$dir" -p "$prompt" -n "$tokens" > /dev/null 2> "$dir.run.err" ||
@@ -75,9 +81,12 @@ row() {  # row NAME LAYERS SOURCE-ARGS... : deploy through phase 5 (run needs th
       echo "$name: oracle generate -m $oracle_src failed: $(tail -1 "$dir.gen.err.$i")" >&2
   done
   "$bin" inspect "$oracle_src" > "$dir.inspect" 2>&1 || echo "$name: inspect $oracle_src failed" >&2
-  python3 - "$name" "$layers" "$dir" "$gbs" "$load" <<'PY'
+  local gbs_after; gbs_after=$(bandwidth)
+  python3 - "$name" "$layers" "$dir" "$gbs_before" "$gbs_after" "$load" <<'PY'
 import re, sys
-name, layers, d, gbs, load = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
+name, layers, d, load = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[6]
+bw = (float(sys.argv[4]), float(sys.argv[5]))
+gbs = sum(bw) / 2  # the readings just before and just after this row
 cpu = lambda f: sum(float(x) for x in open(f).read().split()[-2:])
 run = open(d + ".run.err").read()
 m = re.search(r"prompt (\d+) tokens .*?host ([0-9.]+) s; decode: (\d+) steps.*?host ([0-9.]+) s/token", run)
@@ -102,7 +111,7 @@ f = lambda s: f"{1 / s:.2f}" if s > 0 else "-"
 cpu_s = (cpu(d + ".cpu") - cpu(d + ".cpu1")) / steps if steps > 0 else 0
 print(f"{name:<14} {layers if layers != '0' else 'all':>6} {bf16 / 1e6:9.0f} {f(dec_s):>11} "
       f"{n / pre_s if pre_s > 0 else 0:11.2f} {oracle:>11} {dec_s:11.3f} {dec_s / read_s:9.1f} "
-      f"{cpu_s:11.3f} {cpu_s / read_s:9.1f} {oracle_rd:>9} {oracle_bf16:>9} {load:>6}")
+      f"{cpu_s:11.3f} {cpu_s / read_s:9.1f} {oracle_rd:>9} {oracle_bf16:>9} {load:>6} {bw[0]:5.1f}/{bw[1]:<5.1f}")
 PY
 }
 
@@ -119,4 +128,5 @@ row llama-3.2-1b "$llama_layers" --preset llama-3.2-1b
 echo "deployments in $out; 'x 1 read' = simulator host seconds per decode token / (bf16 bytes / bandwidth);"
 echo "'cpu s/tok' = CPU seconds per decode token (load-independent), 'cpu x rd' the same over one read;"
 echo "'orc x rd' = oracle seconds per decode token over one read of its weights as loaded (a GGUF's Q4_0 / Q4_1 / Q8_0 blocks as stored);"
-echo "'orc x bf' = the same over one read of the bf16 weights; load = 1-min load average"
+echo "'orc x bf' = the same over one read of the bf16 weights; load = 1-min load average;"
+echo "'GB/s bef/aft' = the bandwidth read just before and just after the row; its ratios divide by their mean"
