@@ -2,6 +2,7 @@
 #include "tessera/runtime/executor.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstring>
 #include <unordered_map>
@@ -267,8 +268,13 @@ bool viewable(const Launch& l, size_t input, const npu::Design& d) {
 // laid out otherwise, or it holds rows past T (a new prompt). The layout is
 // named by the tiles that fix it (R rows, head-major by D): the activation
 // layout key of the cache probes T rows, so it changes with every position.
-bool lend_resident(Executor& exec, const Launch& l, const kernels::BuiltOp& op, npu::HostMemory& host) {
-  if (op.shape.op != "kv_append" || !op.tiles.count("cache_rows")) return false;
+//
+// Returns -1 without a resident cache, else the rows [0, r) of the lent
+// image that already hold the caller's cache: none unless the caller only
+// appends (Executor::set_append_only) and the image is the one its last run
+// left (same layout, no rows past T).
+int64_t lend_resident(Executor& exec, const Launch& l, const kernels::BuiltOp& op, npu::HostMemory& host) {
+  if (op.shape.op != "kv_append" || !op.tiles.count("cache_rows")) return -1;
   int64_t bytes = -1;
   for (const npu::HostBuffer& h : op.design.host_buffers)
     if (h.name == "cache") bytes = h.bytes;
@@ -280,19 +286,43 @@ bool lend_resident(Executor& exec, const Launch& l, const kernels::BuiltOp& op, 
   std::vector<std::byte> image = std::move(img.bytes);
   img.bytes = {};
   const int64_t T = op.shape.dim("T");
-  if (static_cast<int64_t>(image.size()) != bytes || img.layout != layout) image.assign(static_cast<size_t>(bytes), std::byte{0});
+  const bool same = static_cast<int64_t>(image.size()) == bytes && img.layout == layout;
+  if (!same) image.assign(static_cast<size_t>(bytes), std::byte{0});
   else if (img.rows > T) std::fill(image.begin(), image.end(), std::byte{0});
+  const int64_t in_place = exec.append_only() && same && img.rows <= T ? img.rows : 0;
   img.layout = layout;
   img.rows = T;  // after the run: pack wrote rows < T, the padded run wrote zeros back past T
   host["cache"] = std::move(image);
-  return true;
+  return in_place;
+}
+
+// kv_append's inputs: the new rows, then the cache they are written into.
+constexpr size_t kCacheInput = 1;
+
+// The rows the last run appended are the ones the caller copied out of its
+// result: if the caller's values of them differ from the image's (a session
+// that kept another row), the image is not what the caller holds, and every
+// row is packed again.
+int64_t check_appended(const Executor::ResidentImage& img, const kernels::BuiltOp& op, const npu::HostMemory& host,
+                       std::span<const float> cache, int64_t in_place) {
+  const int64_t first = img.appended_first, count = img.appended_rows;
+  const int64_t width = op.shape.dim("kv_dim");
+  if (in_place <= 0 || !op.unpack_rows || !op.pack_rows || first < 0 || first + count > in_place ||
+      static_cast<int64_t>(cache.size()) < (first + count) * width)
+    return 0;
+  const std::vector<float> held = op.unpack_rows(0, host, first, count);
+  const auto mine = cache.subspan(static_cast<size_t>(first * width), static_cast<size_t>(count * width));
+  return std::equal(held.begin(), held.end(), mine.begin(), mine.end(),
+                    [](float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); })
+             ? in_place
+             : 0;
 }
 
 // The activation inputs of a launch in input order (as run_op packs them):
 // a producer's bytes copied, or the values packed; `viewed` inputs are
 // already read-only views.
 void pack_inputs(const Launch& l, const Node& node, const ValueStore& values,
-                 const std::vector<bool>& viewed, npu::HostMemory& host) {
+                 const std::vector<bool>& viewed, npu::HostMemory& host, int64_t cache_in_place) {
   const kernels::BuiltOp& op = *l.op;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const ValueRef& r = node.inputs[i];
@@ -309,7 +339,8 @@ void pack_inputs(const Launch& l, const Node& node, const ValueStore& values,
       if (r.kind == ValueKind::host) throw InputError(msg);
       throw InternalError(msg);
     }
-    op.pack(i, v, host);
+    if (i == kCacheInput && cache_in_place > 0) op.pack_rows(i, v, host, cache_in_place);
+    else op.pack(i, v, host);
   }
 }
 
@@ -320,7 +351,8 @@ void pack_inputs(const Launch& l, const Node& node, const ValueStore& values,
 // order, which gives the bytes a zero-filled copy would; later runs of the
 // step pack in order at once (Executor::packs_in_order).
 void prepare_inputs(const Launch& l, const Node& node, const ValueStore& values,
-                    npu::HostMemory& host, npu::HostViews& views, std::set<std::string>& packs_in_order) {
+                    npu::HostMemory& host, npu::HostViews& views, std::set<std::string>& packs_in_order,
+                    int64_t cache_in_place) {
   const kernels::BuiltOp& op = *l.op;
   std::vector<bool> viewed(node.inputs.size(), false);
   const bool in_order = packs_in_order.count(l.name) > 0;
@@ -341,7 +373,7 @@ void prepare_inputs(const Launch& l, const Node& node, const ValueStore& values,
                                  "declares {}", l.name, h.name, v->second.size(), h.bytes);
     }
   }
-  pack_inputs(l, node, values, viewed, host);
+  pack_inputs(l, node, values, viewed, host, cache_in_place);
   bool collided = false;
   for (size_t i = 0; i < node.inputs.size(); ++i)
     for (const std::string& name : viewed[i] ? l.in_buffers[i] : std::vector<std::string>{})
@@ -356,7 +388,7 @@ void prepare_inputs(const Launch& l, const Node& node, const ValueStore& values,
     }
     viewed[i] = false;
   }
-  pack_inputs(l, node, values, viewed, host);
+  pack_inputs(l, node, values, viewed, host, cache_in_place);
 }
 
 // One launch of an NPU step: weights viewed in place, activations packed (or taken
@@ -373,8 +405,12 @@ void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
   npu::HostViews views;
   for (size_t i = 0; i < node.inputs.size(); ++i)
     if (node.inputs[i].kind == ValueKind::weight) add_views(weight_buffers(weights, l, i), l.weight_layouts[i], views);
-  const bool resident = lend_resident(exec, l, op, host);
-  prepare_inputs(l, node, values, host, views, exec.packs_in_order());
+  int64_t in_place = lend_resident(exec, l, op, host);
+  const bool resident = in_place >= 0;
+  if (in_place > 0)
+    in_place = check_appended(exec.resident_images().at(l.name), op, host,
+                              values.get(node.inputs.at(kCacheInput), l.name), in_place);
+  prepare_inputs(l, node, values, host, views, exec.packs_in_order(), in_place);
   // A patched design depends on the packed values: validated on every run.
   if (op.patch) sim.run(op.patch(op.design, host), host, &views);
   else sim.run_bytes(exec.prepared(l.op), host, &views);
@@ -390,6 +426,11 @@ void run_npu_launch(const Launch& l, const Node& node, ValueStore& values,
     values.put_packed(l.name, std::move(pv));
   } else if (resident) {
     exec.resident_images()[l.name].bytes = std::move(host.at("cache"));
+  }
+  if (resident) {  // the image comes back now, or from the value store once its readers ran
+    Executor::ResidentImage& img = exec.resident_images()[l.name];
+    img.appended_first = op.shape.dim("pos");
+    img.appended_rows = op.shape.dim("M");
   }
 }
 

@@ -82,6 +82,7 @@ Session::Session(const model::ModelConfig& config,
   cache_ = std::make_unique<compiler::DesignCache>(spec_);
   if (opts_.tile_choices) cache_->use_tile_choices(opts_.tile_choices);
   exec_ = std::make_unique<Executor>(spec_, *weights_);
+  exec_->set_append_only(true);  // the cache only grows, until reset()
   const auto n = static_cast<size_t>(config_.num_layers);
   k_cache_.assign(n, {});
   v_cache_.assign(n, {});
@@ -136,6 +137,7 @@ const compiler::Plan& Session::last_plan() const {
 
 void Session::reset() {
   position_ = 0;
+  exec_->forget_resident();
   for (auto& k : k_cache_) k.clear();
   for (auto& v : v_cache_) v.clear();
   last_values_.clear();

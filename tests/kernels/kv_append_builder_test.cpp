@@ -2,6 +2,9 @@
 // and every other cache row is untouched (padded rows of the tiling write the
 // cache's own values back), for ragged M, both device presets; every preset's
 // prefill / decode append builds and validates.
+#include <algorithm>
+#include <bit>
+
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.h"
@@ -124,6 +127,34 @@ TEST_P(KvAppendBuilder, RowsUnpackedAloneEqualThoseOfTheWholeCache) {
     EXPECT_THROW(b.unpack_rows(0, host, T - 1, 2), InternalError);
     EXPECT_THROW(b.unpack_rows(0, host, -1, 1), InternalError);
   }
+}
+
+// pack_rows(first) writes what pack() writes except the cache rows before
+// `first`, which it leaves as they are (the executor's resident image holds
+// them): the padded stream rows it fills from the cache are pack()'s too.
+TEST_P(KvAppendBuilder, PackRowsLeavesTheRowsBeforeFirstInPlace) {
+  auto spec = npu::DeviceSpec::preset(GetParam());
+  const int64_t M = 1, T = 60, pos = 59, kv = 128, first = 50;
+  BuiltOp b = op_builder("kv_append").build(kv_shape(M, T, pos, kv), spec, {{"cache_rows", 256}, {"cache_head_dim", 32}});
+  ASSERT_TRUE(b.pack_rows);
+  const auto fresh = bf16_values(static_cast<size_t>(M * kv), 11);
+  const auto cache = bf16_values(static_cast<size_t>(T * kv), 12);
+  npu::HostMemory whole, rows;
+  for (auto* h : {&whole, &rows})
+    for (const auto& buf : b.design.host_buffers) host_bytes(b.design, buf.name, *h);
+  for (std::byte& x : rows.at("cache")) x = std::byte{0x5a};
+  b.pack(0, fresh, whole);
+  b.pack(1, cache, whole);
+  b.pack(0, fresh, rows);
+  b.pack_rows(1, cache, rows, first);
+  for (const auto& buf : b.design.host_buffers) {
+    if (buf.name == "cache") continue;
+    EXPECT_EQ(rows.at(buf.name), whole.at(buf.name)) << buf.name;
+  }
+  EXPECT_EQ(b.unpack_rows(0, rows, first, T - first), b.unpack_rows(0, whole, first, T - first));
+  const std::vector<float> before = b.unpack_rows(0, rows, 0, first);
+  EXPECT_TRUE(std::all_of(before.begin(), before.end(), [](float x) { return std::bit_cast<uint32_t>(x) == 0x5a5a0000u; }))
+      << "pack_rows wrote a row before " << first;
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, KvAppendBuilder, ::testing::Values("xdna2", "xdna1"));

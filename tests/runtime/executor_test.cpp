@@ -123,6 +123,61 @@ TEST(Executor, KeptResidentCacheImageEqualsAFreshOne) {
   }
 }
 
+// An append-only caller (a Session) lets a resident cache keep the rows its
+// image holds: consecutive decode steps, each appending the row the last
+// one wrote, give a fresh executor's values and images. The rows in place
+// are not packed again (a row of the image corrupted behind the executor's
+// back stays), unless the row the caller appended differs from the image's
+// (then every row is packed, and the corruption is gone).
+TEST(Executor, AppendOnlyCallerKeepsTheImageRows) {
+  const TinyModel& m = testing::tiny("tiny");
+  const int64_t P0 = 40, kvd = m.config.kv_dim();
+  const auto tokens = testing::prompt_tokens(P0 + 4, m.config.vocab_size, 5);
+  Executor kept(m.spec, *m.packed);
+  kept.set_append_only(true);
+  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + P0);
+  const ExecResult pre = kept.run(testing::lower_plan(m, P0, 0, PlanStyle::standard), host_inputs(m, prompt, 0));
+  std::vector<std::vector<float>> k, v;
+  for (int l = 0; l < m.config.num_layers; ++l) {
+    k.push_back(pre.values.at(ValueRef{ValueKind::activation, "k_cache", l, false}.str()));
+    v.push_back(pre.values.at(ValueRef{ValueKind::activation, "v_cache", l, false}.str()));
+  }
+  compiler::PlanOptions o;
+  o.host.bytes_per_second = 1e6;  // re-layout priced out of reach: kv-resident kept
+  auto step = [&](int64_t P, Executor& exec) {
+    return exec.run(compiler::lower(m.config, 1, P, *m.cache, o), host_inputs(m, {tokens[P]}, P, k, v));
+  };
+  auto append = [&](const ExecResult& r) {
+    for (int l = 0; l < m.config.num_layers; ++l)
+      for (auto* c : {&k, &v}) {
+        const auto& all = r.values.at(ValueRef{ValueKind::activation, c == &k ? "k_cache" : "v_cache", l, false}.str());
+        auto& mine = (*c)[static_cast<size_t>(l)];
+        mine.insert(mine.end(), all.end() - kvd, all.end());
+      }
+  };
+  for (int64_t P = P0; P < P0 + 2; ++P) {
+    Executor fresh(m.spec, *m.packed);
+    const ExecResult a = step(P, kept), b = step(P, fresh);
+    for (const auto& [name, values] : b.values) EXPECT_TRUE(values == a.values.at(name)) << name << " at P=" << P;
+    for (const auto& [name, img] : fresh.resident_images())
+      EXPECT_TRUE(img.bytes == kept.resident_images().at(name).bytes) << name << " image at P=" << P;
+    append(a);
+  }
+  const std::string name = ValueRef{ValueKind::activation, "k_cache", 0, false}.str();
+  auto& image = kept.resident_images().at(name).bytes;
+  ASSERT_FALSE(image.empty());
+  const std::vector<std::byte> before = image;
+  image[0] ^= std::byte{0x40};  // row 0, in place: not packed again
+  append(step(P0 + 2, kept));
+  EXPECT_NE(kept.resident_images().at(name).bytes[0], before[0]) << "row 0 was packed again";
+  k[0][static_cast<size_t>((P0 + 2) * kvd)] += 1.0f;  // the caller's copy of the row just appended differs
+  Executor fresh(m.spec, *m.packed);
+  const ExecResult a = step(P0 + 3, kept), b = step(P0 + 3, fresh);
+  for (const auto& [n, values] : b.values) EXPECT_TRUE(values == a.values.at(n)) << n << " after a differing row";
+  for (const auto& [n, img] : fresh.resident_images())
+    EXPECT_TRUE(img.bytes == kept.resident_images().at(n).bytes) << n << " image after a differing row";
+}
+
 // keep_rows: a value comes back as the asked rows only, the rows the whole
 // value has, whether its producer unpacks them alone (the NPU kv_append of a
 // resident cache) or the executor slices them (the host append); the other

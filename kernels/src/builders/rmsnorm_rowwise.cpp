@@ -408,8 +408,10 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
     out.tiles.insert({{kGemmXM, sp->gemm_x.m}, {kGemmXK, sp->gemm_x.k}, {kGemmXRows, sp->gemm_x.R}});
   auto d = std::make_shared<npu::Design>(out.design);
   std::string key = shape.key();
-  out.pack = [p, sp, d, roles, inputs, key](size_t input, std::span<const float> v,
-                                              npu::HostMemory& host) {
+  // Rows before `from_row` of an out_init input are in place already (the
+  // executor's resident cache image); every other input packs whole.
+  auto pack = [p, sp, d, roles, inputs, key](size_t input, std::span<const float> v, npu::HostMemory& host,
+                                             int64_t from_row) {
     check_numel(key, inputs.at(input).name, v.size(), shape_numel(inputs[input].shape));
     const RowwiseInput role = roles.at(input);
     const RowwisePlan& pl = *p;
@@ -439,7 +441,7 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
     if (role.role == RowwiseInput::Role::out_init) {
       bf16* o = host_bf16(*d, rs.out_host, host);
       const auto n = static_cast<int64_t>(v.size());
-      for_out_runs(rs, 0, n, [&](int64_t flat, int64_t at, int64_t len) {
+      for_out_runs(rs, std::min(from_row * rs.cols, n), n, [&](int64_t flat, int64_t at, int64_t len) {
         f32_to_bf16(v.subspan(static_cast<size_t>(flat), static_cast<size_t>(len)),
                     std::span<bf16>(o + at, static_cast<size_t>(len)));
       });
@@ -466,6 +468,11 @@ BuiltOp build_rowwise(const OpShape& shape, const RowwiseSpec& s, const npu::Dev
       });
     }
   };
+  out.pack = [pack](size_t input, std::span<const float> v, npu::HostMemory& host) { pack(input, v, host, 0); };
+  if (!sp->rowmajor && !sp->out_host.empty())
+    out.pack_rows = [pack](size_t input, std::span<const float> v, npu::HostMemory& host, int64_t first_row) {
+      pack(input, v, host, std::max<int64_t>(first_row, 0));
+    };
   int64_t out_numel = shape_numel(output.shape);
   out.unpack = [p, sp, d, out_numel](size_t, const npu::HostMemory& host) {
     const RowwisePlan& pl = *p;

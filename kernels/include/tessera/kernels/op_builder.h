@@ -52,6 +52,12 @@ struct BuiltOp {
   std::vector<OpTensor> outputs;
   // Pack logical input i (row-major FP32, numel of inputs[i].shape) into `host`.
   std::function<void(size_t input, std::span<const float> values, npu::HostMemory& host)> pack;
+  // pack(), for a caller whose host buffers already hold the packed rows
+  // before `first_row` of input i (a resident KV cache kept between decode
+  // steps): those rows are not written again. Inputs without such rows pack
+  // whole. Unset where the builder has no row-wise pack.
+  std::function<void(size_t input, std::span<const float> values, npu::HostMemory& host, int64_t first_row)>
+      pack_rows;
   // Read logical output i back as row-major FP32.
   std::function<std::vector<float>(size_t output, const npu::HostMemory& host)> unpack;
   // Rows [first, first + count) of output i, each numel / shape[0] wide, as

@@ -105,6 +105,8 @@ class Executor {
     std::string layout;            // kv_dim and the tiles that fix the layout
     std::vector<std::byte> bytes;  // empty while lent to a run
     int64_t rows = 0;              // rows >= this are zero
+    int64_t appended_first = 0;    // the rows the kv_append of the run that left it wrote
+    int64_t appended_rows = 0;
   };
   std::map<std::string, ResidentImage>& resident_images() { return resident_; }
 
@@ -115,6 +117,15 @@ class Executor {
   // spares work: packing in order is what a view stands in for.
   std::set<std::string>& packs_in_order() { return packs_in_order_; }
 
+  // A caller that only appends to the K/V caches it passes from one run to
+  // the next (a Session: its reset() calls forget_resident()) lets a resident
+  // cache keep the rows its image already holds instead of packing all T
+  // rows per token: only the rows past them are packed, after the rows the
+  // last run appended are found equal to the caller's (else all are packed).
+  void set_append_only(bool on) { append_only_ = on; }
+  bool append_only() const { return append_only_; }
+  void forget_resident() { resident_.clear(); }
+
  private:
   npu::DeviceSpec spec_;
   const compiler::PackedWeights* weights_;
@@ -124,6 +135,7 @@ class Executor {
       prepared_;
   std::map<std::string, ResidentImage> resident_;
   std::set<std::string> packs_in_order_;
+  bool append_only_ = false;
 };
 
 }  // namespace tessera::runtime
