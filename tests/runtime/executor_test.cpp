@@ -29,6 +29,22 @@ using testing::host_inputs;
 using testing::kU;
 
 
+// Per layer, the K and V caches a prefill of `prompt` leaves (its values
+// "L<i>.k_cache" / "L<i>.v_cache"), run on `exec`: the decode tests' caches.
+struct Caches {
+  std::vector<std::vector<float>> k, v;
+};
+Caches prefill_caches(Executor& exec, const TinyModel& m, const std::vector<int32_t>& prompt) {
+  const auto P = static_cast<int64_t>(prompt.size());
+  const ExecResult pre = exec.run(testing::lower_plan(m, P, 0, PlanStyle::standard), host_inputs(m, prompt, 0));
+  Caches c;
+  for (int l = 0; l < m.config.num_layers; ++l) {
+    c.k.push_back(pre.values.at(ValueRef{ValueKind::activation, "k_cache", l, false}.str()));
+    c.v.push_back(pre.values.at(ValueRef{ValueKind::activation, "v_cache", l, false}.str()));
+  }
+  return c;
+}
+
 // The deploy path reads weights where the packed file is mapped (no copy),
 // and for a model too large to keep resident gives each step's pages back
 // after it ran: neither changes a single value.
@@ -61,13 +77,7 @@ TEST(Executor, ResidentKvCacheAgreesBitwiseWithTheHostAppend) {
   const int64_t P = 40;
   const auto tokens = testing::prompt_tokens(P, m.config.vocab_size, 3);
   Executor exec(m.spec, *m.packed);
-  const ExecResult pre = exec.run(testing::lower_plan(m, P, 0, PlanStyle::standard),
-                                  host_inputs(m, tokens, 0));
-  std::vector<std::vector<float>> k, v;
-  for (int l = 0; l < m.config.num_layers; ++l) {
-    k.push_back(pre.values.at(ValueRef{ValueKind::activation, "k_cache", l, false}.str()));
-    v.push_back(pre.values.at(ValueRef{ValueKind::activation, "v_cache", l, false}.str()));
-  }
+  auto [k, v] = prefill_caches(exec, m, tokens);
   compiler::PlanOptions o;
   o.host.bytes_per_second = 1e6;
   const Plan resident = compiler::lower(m.config, 1, P, *m.cache, o);
@@ -98,12 +108,7 @@ TEST(Executor, KeptResidentCacheImageEqualsAFreshOne) {
   const TinyModel& m = testing::tiny("tiny");
   const auto tokens = testing::prompt_tokens(40, m.config.vocab_size, 5);
   Executor kept(m.spec, *m.packed);
-  const ExecResult pre = kept.run(testing::lower_plan(m, 40, 0, PlanStyle::standard), host_inputs(m, tokens, 0));
-  std::vector<std::vector<float>> k, v;
-  for (int l = 0; l < m.config.num_layers; ++l) {
-    k.push_back(pre.values.at(ValueRef{ValueKind::activation, "k_cache", l, false}.str()));
-    v.push_back(pre.values.at(ValueRef{ValueKind::activation, "v_cache", l, false}.str()));
-  }
+  auto [k, v] = prefill_caches(kept, m, tokens);
   compiler::PlanOptions o;
   o.host.bytes_per_second = 1e6;  // re-layout priced out of reach: kv-resident kept
   for (const int64_t P : {40, 8, 9}) {
@@ -136,12 +141,7 @@ TEST(Executor, AppendOnlyCallerKeepsTheImageRows) {
   Executor kept(m.spec, *m.packed);
   kept.set_append_only(true);
   const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + P0);
-  const ExecResult pre = kept.run(testing::lower_plan(m, P0, 0, PlanStyle::standard), host_inputs(m, prompt, 0));
-  std::vector<std::vector<float>> k, v;
-  for (int l = 0; l < m.config.num_layers; ++l) {
-    k.push_back(pre.values.at(ValueRef{ValueKind::activation, "k_cache", l, false}.str()));
-    v.push_back(pre.values.at(ValueRef{ValueKind::activation, "v_cache", l, false}.str()));
-  }
+  auto [k, v] = prefill_caches(kept, m, prompt);
   compiler::PlanOptions o;
   o.host.bytes_per_second = 1e6;  // re-layout priced out of reach: kv-resident kept
   auto step = [&](int64_t P, Executor& exec) {
@@ -187,14 +187,10 @@ TEST(Executor, KeptRowsAreThoseOfTheWholeValue) {
   const int64_t P = 40, kvd = m.config.kv_dim();
   const auto tokens = testing::prompt_tokens(P, m.config.vocab_size, 3);
   Executor exec(m.spec, *m.packed);
-  const ExecResult pre = exec.run(testing::lower_plan(m, P, 0, PlanStyle::standard), host_inputs(m, tokens, 0));
-  std::vector<std::vector<float>> k, v;
+  auto [k, v] = prefill_caches(exec, m, tokens);
   std::set<std::string> caches;
-  for (int l = 0; l < m.config.num_layers; ++l) {
+  for (int l = 0; l < m.config.num_layers; ++l)
     for (const char* c : {"k_cache", "v_cache"}) caches.insert(ValueRef{ValueKind::activation, c, l, false}.str());
-    k.push_back(pre.values.at(ValueRef{ValueKind::activation, "k_cache", l, false}.str()));
-    v.push_back(pre.values.at(ValueRef{ValueKind::activation, "v_cache", l, false}.str()));
-  }
   compiler::PlanOptions o;
   for (const double host_rate : {1e6, 1e15}) {  // resident kept / rejected
     o.host.bytes_per_second = host_rate;
