@@ -22,8 +22,14 @@ constexpr int kLanes = 16;  // vec_ops.h's kLanes: dot() keeps 16 partial sums
 // R rows against x, sharing each widened group of x; a row's arithmetic does
 // not depend on R. The ragged tail is its own running sum, added last, as in
 // dot().
+// `ahead` (KernelInvocation::ahead: bytes a later call reads) is prefetched
+// a line per step per two rows, which keeps pace with the R * 32 bytes of w
+// a step reads: a steady lead, where a burst of a whole call's lines before
+// the call held the core's miss buffers while it computed nothing (a 30 KB
+// LM-head call). Returns where the prefetch stopped.
 template <int R>
-[[gnu::always_inline]] inline void rows(const bf16* w, const bf16* x, float* acc, int64_t k, bool accumulate) {
+[[gnu::always_inline]] inline const char* rows(const bf16* w, const bf16* x, float* acc, int64_t k, bool accumulate,
+                                               const char* ahead, const char* ahead_end) {
   f32x8 pa[R], pb[R];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) pa[r] = pb[r] = f32x8{};
@@ -31,6 +37,11 @@ template <int R>
   for (; i + kLanes <= k; i += kLanes) {
     f32x8 xa, xb;
     simd::widen16(x + i, xa, xb);
+    if (ahead < ahead_end) {
+      __builtin_prefetch(ahead, 0, 3);
+      if constexpr (R > 2) __builtin_prefetch(ahead + 64, 0, 3);
+      ahead += (R + 1) / 2 * 64;
+    }
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       f32x8 wa, wb;
@@ -45,19 +56,25 @@ template <int R>
     const float s = simd::fold_interleaved(pa[r], pb[r]) + tail;
     acc[r] = accumulate ? acc[r] + s : s;
   }
+  return ahead;
 }
 
 }  // namespace
 
 [[gnu::target("avx2")]] void gemv_block_avx2(const bf16* w, const bf16* x, float* acc, int64_t n, int64_t k,
-                                             bool accumulate) {
+                                             bool accumulate, std::span<const std::byte> ahead) {
+  const char* pf = reinterpret_cast<const char*>(ahead.data());
+  const char* pf_end = pf + ahead.size();
   int64_t j = 0;
-  for (; j + 4 <= n; j += 4) rows<4>(w + j * k, x, acc + j, k, accumulate);
+  for (; j + 4 <= n; j += 4) pf = rows<4>(w + j * k, x, acc + j, k, accumulate, pf, pf_end);
   if (j + 2 <= n) {
-    rows<2>(w + j * k, x, acc + j, k, accumulate);
+    pf = rows<2>(w + j * k, x, acc + j, k, accumulate, pf, pf_end);
     j += 2;
   }
-  if (j < n) rows<1>(w + j * k, x, acc + j, k, accumulate);
+  if (j < n) pf = rows<1>(w + j * k, x, acc + j, k, accumulate, pf, pf_end);
+  // The rest, if the rows ended first (asm: GCC 12 at -O2 drops a loop of
+  // nothing but __builtin_prefetch, -ffinite-loops).
+  for (; pf < pf_end; pf += 64) asm volatile("prefetcht0 %0" : : "m"(*pf));
 }
 
 }  // namespace tessera::kernels::detail

@@ -174,6 +174,31 @@ void Recorder::scratch(size_t conn, int which, const std::byte* data, int64_t by
   rec.scratch_.push_back({data, data + bytes, region});
 }
 
+namespace {
+
+void plan_prefetch(OpList& l, const std::vector<Region>& regions) {
+  const TraceOp* prev = nullptr;
+  for (size_t i = 0; i < l.ops.size(); ++i) {
+    const TraceOp& op = l.ops[i];
+    if (op.call == nullptr) continue;
+    l.calls.push_back(static_cast<uint32_t>(i));
+    l.fetch_first.push_back(static_cast<uint32_t>(l.fetches.size()));
+    for (size_t a = 0; a < op.call->args.size(); ++a) {
+      const TraceArg& t = l.args[op.first_arg + a];
+      if (regions[t.at.region].kind != Region::Kind::host) continue;
+      if (prev != nullptr && a < prev->call->args.size()) {
+        const Addr& u = l.args[prev->first_arg + a].at;
+        if (u.region == t.at.region && u.offset == t.at.offset) continue;
+      }
+      l.fetches.push_back(t);
+    }
+    prev = &op;
+  }
+  l.fetch_first.push_back(static_cast<uint32_t>(l.fetches.size()));
+}
+
+}  // namespace
+
 std::shared_ptr<const Trace> Recorder::finish(const LaunchStats& stats) {
   if (failed_) return nullptr;
   for (const auto& ls : lists_)
@@ -181,11 +206,14 @@ std::shared_ptr<const Trace> Recorder::finish(const LaunchStats& stats) {
       trace_.regions[r].extent = std::max(trace_.regions[r].extent, ls->extent[r]);
   trace_.stats = stats;
   int64_t bytes = 0;
-  auto count = [&](const OpList& l) {
-    bytes += static_cast<int64_t>(l.ops.capacity() * sizeof(TraceOp) + l.args.capacity() * sizeof(TraceArg));
+  auto count = [&](OpList& l) {
+    plan_prefetch(l, trace_.regions);
+    bytes += static_cast<int64_t>(l.ops.capacity() * sizeof(TraceOp) +
+                                  (l.args.capacity() + l.fetches.capacity()) * sizeof(TraceArg) +
+                                  (l.calls.capacity() + l.fetch_first.capacity()) * sizeof(uint32_t));
   };
   count(trace_.head);
-  for (const OpList& part : trace_.parts) count(part);
+  for (OpList& part : trace_.parts) count(part);
   count(trace_.tail);
   if (!trace_.budget.claim(bytes)) return nullptr;
   return std::make_shared<const Trace>(std::move(trace_));
@@ -202,6 +230,14 @@ namespace {
 // rounds on this 2-vCPU machine: 0.0457 s/token one call ahead, 0.0505 two
 // calls ahead, 0.0537 without, 0.0617 interpreted. Into L1 (prefetcht0):
 // the next call reads them within a few hundred nanoseconds.
+// A kernel that prefetches as it reads (KernelDef::prefetches_ahead: the
+// GEMVs) is handed that call's bytes instead, and spreads the prefetches over
+// its own steps: before the call, a burst of its lines (468 for an LM-head
+// call of 30 KB) stalled on the core's miss buffers while nothing computed.
+// SmolLM2-135M decode, `tessera run -n 16 --profile`, 4 interleaved rounds:
+// logits 3.84 -> 3.06 host ms per token, gate and up 3.6 -> 3.3, total 36.5
+// -> 34.7; bench/sim_decode_bench from DRAM, 3 rounds: q 49-58 -> 37-47 us,
+// up 104-114 -> 89-94, down 142-173 -> 125-157.
 constexpr size_t kAhead = 1;
 
 // And kFar calls ahead into L2 (prefetcht1), beside the L1 prefetch: a call
@@ -227,46 +263,21 @@ inline void prefetch_line(const std::byte* p) {
 #endif
 }
 
-// The host args of call `op`, but those `now` (the call running) reads at the
-// same place: its x, already in cache. A down projection's calls read 1 KB of
-// weights beside a resident x of 3 KB, so prefetching x again was three
-// quarters of each call's prefetches: skipping it took the down rows from
-// 5.30 / 5.21 to 4.56 / 4.89 host ms per SmolLM2 token (two sets of 5
-// interleaved rounds, `run -n 16 --profile`; totals 39.3 / 40.1 -> 35.9 / 38.4).
+// The bytes a replay prefetches before call c (OpList::fetches).
 template <int Level>
-void prefetch_call(const OpList& list, const TraceOp& op, const TraceOp& now, const std::vector<std::byte*>& base,
-                   const std::vector<char>& host_region) {
-  for (size_t a = 0; a < op.call->args.size(); ++a) {
-    const TraceArg& t = list.args[op.first_arg + a];
-    if (!host_region[t.at.region]) continue;
-    if (a < now.call->args.size()) {
-      const Addr& u = list.args[now.first_arg + a].at;
-      if (u.region == t.at.region && u.offset == t.at.offset) continue;
-    }
+void prefetch_call(const OpList& list, size_t c, const std::vector<std::byte*>& base) {
+  for (uint32_t f = list.fetch_first[c]; f < list.fetch_first[c + 1]; ++f) {
+    const TraceArg& t = list.fetches[f];
     const std::byte* p = base[t.at.region] + t.at.offset;
     for (int64_t off = 0; off < t.bytes; off += 64) prefetch_line<Level>(p + off);
   }
 }
 
-// A cursor `lead` calls ahead of the running one.
-struct Lookahead {
-  size_t next = 0;  // the op after the last one passed
-  size_t calls = 0;  // calls passed beyond the running one
-};
-
-void run_list(const OpList& list, const std::vector<std::byte*>& base, const std::vector<char>& host_region) {
+void run_list(const OpList& list, const std::vector<std::byte*>& base) {
   thread_local std::vector<std::span<std::byte>> spans;
   const std::vector<TraceOp>& ops = list.ops;
-  Lookahead near, far;
-  // Moves `c` to `lead` calls past op i, prefetching each call it passes at
-  // `lead` (only the last for a cursor that starts behind).
-  auto advance = [&]<int Level>(Lookahead& c, size_t i, size_t lead) {
-    if (c.next <= i) c = {i + 1, 0};
-    else if (c.calls > 0) --c.calls;
-    for (; c.next < ops.size() && c.calls < lead; ++c.next)
-      if (ops[c.next].call && ++c.calls == lead)
-        prefetch_call<Level>(list, ops[c.next], ops[i], base, host_region);
-  };
+  const size_t calls = list.calls.size();
+  size_t c = 0;  // the call op i is, once it is one
   for (size_t i = 0; i < ops.size(); ++i) {
     const TraceOp& op = ops[i];
     if (op.call == nullptr) {
@@ -274,10 +285,23 @@ void run_list(const OpList& list, const std::vector<std::byte*>& base, const std
                   static_cast<size_t>(op.bytes));
       continue;
     }
-    advance.template operator()<0>(near, i, kAhead);
-    advance.template operator()<1>(far, i, kFar);
     const Instr& in = *op.call;
+    if (c + kFar < calls) prefetch_call<1>(list, c + kFar, base);
+    std::span<const std::byte> ahead;
+    if (const size_t n = c + kAhead; n < calls) {
+      // A kernel that prefetches as it reads gets the next call's bytes when
+      // they are one run (a weight block beside a shared x).
+      const uint32_t f = list.fetch_first[n];
+      if (in.kernel->prefetches_ahead && list.fetch_first[n + 1] == f + 1) {
+        const TraceArg& t = list.fetches[f];
+        ahead = {base[t.at.region] + t.at.offset, static_cast<size_t>(t.bytes)};
+      } else {
+        prefetch_call<0>(list, n, base);
+      }
+    }
+    ++c;
     KernelInvocation inv{std::move(spans), in.params, in.bound.get()};
+    inv.ahead = ahead;
     inv.args.clear();
     for (size_t a = 0; a < in.args.size(); ++a) {
       const TraceArg& t = list.args[op.first_arg + a];
@@ -345,14 +369,12 @@ bool replay(const Trace& trace, std::map<TileCoord, std::vector<std::byte>>& mem
     if (static_cast<int64_t>(size) < r.extent || align_of(p) != r.align) return false;
     base[i] = p;
   }
-  std::vector<char> host_region(trace.regions.size(), 0);
-  for (size_t i = 0; i < trace.regions.size(); ++i) host_region[i] = trace.regions[i].kind == Region::Kind::host;
-  run_list(trace.head, base, host_region);
+  run_list(trace.head, base);
   if (trace.parts.size() >= 2)
-    parallel_for_each(trace.parts.size(), [&](size_t p) { run_list(trace.parts[p], base, host_region); });
+    parallel_for_each(trace.parts.size(), [&](size_t p) { run_list(trace.parts[p], base); });
   else
-    for (const OpList& part : trace.parts) run_list(part, base, host_region);
-  run_list(trace.tail, base, host_region);
+    for (const OpList& part : trace.parts) run_list(part, base);
+  run_list(trace.tail, base);
   return true;
 }
 

@@ -61,6 +61,14 @@ struct TraceArg {
 struct OpList {
   std::vector<TraceOp> ops;
   std::vector<TraceArg> args;
+  // Filled when the trace is finished (plan_prefetch): the ops that are
+  // calls, in order, and for call c the host bytes a replay prefetches
+  // before it runs, fetches[fetch_first[c], fetch_first[c + 1]): its host
+  // args but those the call before it read at the same place (a shared x,
+  // already in cache).
+  std::vector<uint32_t> calls;
+  std::vector<TraceArg> fetches;
+  std::vector<uint32_t> fetch_first;
 };
 
 // Bytes of the traces alive in this process, against a budget: each decode

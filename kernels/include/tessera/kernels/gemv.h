@@ -9,19 +9,25 @@
 // params: n, k, and x_off (default 0): x starts x_off elements into the x arg,
 // so a resident x object serves every k block of a K split. A k-split ends with gemm_finalize (count = n) on the acc.
 // Each row keeps 16 lane-wise fp32 partial sums folded in a fixed tree.
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "tessera/kernels/kernel_common.h"
 
 namespace tessera::kernels {
 
-void gemv_block(const bf16* w, const bf16* x, float* acc, int64_t n, int64_t k, bool accumulate);
+// `ahead`: bytes a later call reads, prefetched while the rows are computed
+// (npu::KernelInvocation::ahead); no effect on the result.
+void gemv_block(const bf16* w, const bf16* x, float* acc, int64_t n, int64_t k, bool accumulate,
+                std::span<const std::byte> ahead = {});
 
 namespace detail {
 // gemv_block() on AVX2 CPUs (gemv_rows.cpp): the same bits, with x widened in
 // registers instead of through a scratch row. Call only where the CPU has AVX2.
-void gemv_block_avx2(const bf16* w, const bf16* x, float* acc, int64_t n, int64_t k, bool accumulate);
+void gemv_block_avx2(const bf16* w, const bf16* x, float* acc, int64_t n, int64_t k, bool accumulate,
+                     std::span<const std::byte> ahead = {});
 }  // namespace detail
 
 int64_t gemv_l1_bytes(int64_t n, int64_t k, bool fused);

@@ -22,6 +22,9 @@ struct KernelInvocation {
   const KernelParams* params = nullptr;
   // KernelDef::bind's result for this call's params, when the kernel has one.
   const void* bound = nullptr;
+  // Host bytes a later call reads, for a kernel that prefetches as it runs
+  // (KernelDef::prefetches_ahead); empty otherwise.
+  std::span<const std::byte> ahead;
 
   int64_t int_param(const std::string& key) const;     // throws naming the key
   double float_param(const std::string& key) const;
@@ -60,6 +63,10 @@ struct KernelDef {
   // every call. A decode token makes millions of GEMV calls of a few hundred
   // MACs, where a lookup of three params by name costs as much as the MACs.
   std::function<std::shared_ptr<const void>(const KernelParams&)> bind = nullptr;
+  // run() prefetches KernelInvocation::ahead spread over its own reads; a
+  // replay then hands it the next call's bytes instead of prefetching them
+  // all before the call.
+  bool prefetches_ahead = false;
   bool reads_only(size_t arg) const { return arg < 32 && ((read_only_args >> arg) & 1u) != 0; }
 };
 
