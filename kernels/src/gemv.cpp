@@ -25,10 +25,10 @@ TESSERA_VECTOR_CLONES void gemv_block_generic(const bf16* w, const bf16* x, floa
 }  // namespace
 
 void gemv_block(const bf16* w, const bf16* x, float* acc, int64_t n, int64_t k, bool accumulate,
-                std::span<const std::byte> ahead) {
+                std::span<const std::byte> ahead, std::span<const std::byte> ahead_far) {
   static const bool avx2 = __builtin_cpu_supports("avx2");
   if (avx2 && !mutant_on(Mutant::gemv_bf16_accum)) {
-    detail::gemv_block_avx2(w, x, acc, n, k, accumulate, ahead);
+    detail::gemv_block_avx2(w, x, acc, n, k, accumulate, ahead, ahead_far);
     return;
   }
   gemv_block_generic(w, x, acc, n, k, accumulate);
@@ -83,12 +83,12 @@ TileKernel gemv_kernel(const char* name, bool accumulate, bool fused) {
     const auto* w = arg_ptr<const bf16>(inv, 0, n * k, name, "w");
     const auto* x = arg_ptr<const bf16>(inv, 1, x_off + k, name, "x") + x_off;
     if (!fused) {
-      gemv_block(w, x, arg_ptr<float>(inv, 2, n, name, "acc"), n, k, accumulate, inv.ahead);
+      gemv_block(w, x, arg_ptr<float>(inv, 2, n, name, "acc"), n, k, accumulate, inv.ahead, inv.ahead_far);
       return;
     }
     auto* y = arg_ptr<bf16>(inv, 2, n, name, "y");
     float* acc = scratch_f32(ScratchSlot::gemm_acc, n);
-    gemv_block(w, x, acc, n, k, false, inv.ahead);
+    gemv_block(w, x, acc, n, k, false, inv.ahead, inv.ahead_far);
     gemm_finalize(acc, y, n);
   };
   TileKernel t = make_tile_kernel(

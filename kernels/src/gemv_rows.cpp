@@ -22,14 +22,16 @@ constexpr int kLanes = 16;  // vec_ops.h's kLanes: dot() keeps 16 partial sums
 // R rows against x, sharing each widened group of x; a row's arithmetic does
 // not depend on R. The ragged tail is its own running sum, added last, as in
 // dot().
-// `ahead` (KernelInvocation::ahead: bytes a later call reads) is prefetched
-// a line per step per two rows, which keeps pace with the R * 32 bytes of w
-// a step reads: a steady lead, where a burst of a whole call's lines before
-// the call held the core's miss buffers while it computed nothing (a 30 KB
-// LM-head call). Returns where the prefetch stopped.
+// `ahead` (KernelInvocation::ahead: bytes the next call reads; to L1) and
+// `far` (a call further on; to L2) are prefetched a line per step per two
+// rows, which keeps pace with the R * 32 bytes of w a step reads: a steady
+// lead, where a burst of a whole call's lines before the call held the
+// core's miss buffers while it computed nothing (a 30 KB LM-head call).
+// Returns where the L1 prefetch stopped; `far` is advanced in place.
 template <int R>
 [[gnu::always_inline]] inline const char* rows(const bf16* w, const bf16* x, float* acc, int64_t k, bool accumulate,
-                                               const char* ahead, const char* ahead_end) {
+                                               const char* ahead, const char* ahead_end, const char*& far,
+                                               const char* far_end) {
   f32x8 pa[R], pb[R];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) pa[r] = pb[r] = f32x8{};
@@ -41,6 +43,11 @@ template <int R>
       __builtin_prefetch(ahead, 0, 3);
       if constexpr (R > 2) __builtin_prefetch(ahead + 64, 0, 3);
       ahead += (R + 1) / 2 * 64;
+    }
+    if (far < far_end) {
+      __builtin_prefetch(far, 0, 2);
+      if constexpr (R > 2) __builtin_prefetch(far + 64, 0, 2);
+      far += (R + 1) / 2 * 64;
     }
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
@@ -62,19 +69,23 @@ template <int R>
 }  // namespace
 
 [[gnu::target("avx2")]] void gemv_block_avx2(const bf16* w, const bf16* x, float* acc, int64_t n, int64_t k,
-                                             bool accumulate, std::span<const std::byte> ahead) {
+                                             bool accumulate, std::span<const std::byte> ahead,
+                                             std::span<const std::byte> ahead_far) {
   const char* pf = reinterpret_cast<const char*>(ahead.data());
   const char* pf_end = pf + ahead.size();
+  const char* far = reinterpret_cast<const char*>(ahead_far.data());
+  const char* far_end = far + ahead_far.size();
   int64_t j = 0;
-  for (; j + 4 <= n; j += 4) pf = rows<4>(w + j * k, x, acc + j, k, accumulate, pf, pf_end);
+  for (; j + 4 <= n; j += 4) pf = rows<4>(w + j * k, x, acc + j, k, accumulate, pf, pf_end, far, far_end);
   if (j + 2 <= n) {
-    pf = rows<2>(w + j * k, x, acc + j, k, accumulate, pf, pf_end);
+    pf = rows<2>(w + j * k, x, acc + j, k, accumulate, pf, pf_end, far, far_end);
     j += 2;
   }
-  if (j < n) pf = rows<1>(w + j * k, x, acc + j, k, accumulate, pf, pf_end);
+  if (j < n) pf = rows<1>(w + j * k, x, acc + j, k, accumulate, pf, pf_end, far, far_end);
   // The rest, if the rows ended first (asm: GCC 12 at -O2 drops a loop of
   // nothing but __builtin_prefetch, -ffinite-loops).
   for (; pf < pf_end; pf += 64) asm volatile("prefetcht0 %0" : : "m"(*pf));
+  for (; far < far_end; far += 64) asm volatile("prefetcht1 %0" : : "m"(*far));
 }
 
 }  // namespace tessera::kernels::detail

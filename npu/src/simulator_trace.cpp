@@ -248,7 +248,9 @@ constexpr size_t kAhead = 1;
 // --profile`, 5 interleaved rounds: 25.2 host ms per token without, 21.0
 // three calls ahead, 21.6 four, 22.5 six; bench/sim_decode_bench from DRAM,
 // 3 rounds: q 56-68 -> 41-51 us, up 124-148 -> 90-96, down 136-186 ->
-// 135-151.
+// 135-151. A kernel that prefetches as it reads takes these too (into L2,
+// beside its L1 lead): logits 2.96 -> 2.16 host ms per token, the other
+// GEMV rows within noise (`run -n 16 --profile`, 4 interleaved rounds).
 constexpr size_t kFar = 3;
 
 // GCC 12 at -O2 drops a loop of __builtin_prefetch here as free of side
@@ -286,8 +288,16 @@ void run_list(const OpList& list, const std::vector<std::byte*>& base) {
       continue;
     }
     const Instr& in = *op.call;
-    if (c + kFar < calls) prefetch_call<1>(list, c + kFar, base);
-    std::span<const std::byte> ahead;
+    std::span<const std::byte> ahead, ahead_far;
+    if (const size_t n = c + kFar; n < calls) {
+      const uint32_t f = list.fetch_first[n];
+      if (in.kernel->prefetches_ahead && list.fetch_first[n + 1] == f + 1) {
+        const TraceArg& t = list.fetches[f];
+        ahead_far = {base[t.at.region] + t.at.offset, static_cast<size_t>(t.bytes)};
+      } else {
+        prefetch_call<1>(list, n, base);
+      }
+    }
     if (const size_t n = c + kAhead; n < calls) {
       // A kernel that prefetches as it reads gets the next call's bytes when
       // they are one run (a weight block beside a shared x).
@@ -302,6 +312,7 @@ void run_list(const OpList& list, const std::vector<std::byte*>& base) {
     ++c;
     KernelInvocation inv{std::move(spans), in.params, in.bound.get()};
     inv.ahead = ahead;
+    inv.ahead_far = ahead_far;
     inv.args.clear();
     for (size_t a = 0; a < in.args.size(); ++a) {
       const TraceArg& t = list.args[op.first_arg + a];

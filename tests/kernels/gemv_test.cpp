@@ -77,8 +77,8 @@ TEST(Gemv, BlockSumsEachRowInTheLaneOrder) {
         for (bool accumulate : {false, true}) {
           std::vector<float> acc(n);
           for (int64_t j = 0; j < n; ++j) acc[j] = bf16_to_f32(init[j]);
-          gemv_block(w.data(), x.data(), acc.data(), n, k, accumulate,
-                     std::span(later).first(std::min(ahead, later.size())));
+          const auto bytes = std::span(later).first(std::min(ahead, later.size()));
+          gemv_block(w.data(), x.data(), acc.data(), n, k, accumulate, bytes, bytes.last(bytes.size() / 2));
           for (int64_t j = 0; j < n; ++j) {
             const float s = dot_in_lane_order(w.data() + j * k, x.data(), k);
             const float want = accumulate ? bf16_to_f32(init[j]) + s : s;

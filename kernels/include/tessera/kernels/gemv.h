@@ -18,16 +18,17 @@
 
 namespace tessera::kernels {
 
-// `ahead`: bytes a later call reads, prefetched while the rows are computed
-// (npu::KernelInvocation::ahead); no effect on the result.
+// `ahead` / `ahead_far`: bytes later calls read, prefetched into L1 / L2
+// while the rows are computed (npu::KernelInvocation::ahead); no effect on
+// the result.
 void gemv_block(const bf16* w, const bf16* x, float* acc, int64_t n, int64_t k, bool accumulate,
-                std::span<const std::byte> ahead = {});
+                std::span<const std::byte> ahead = {}, std::span<const std::byte> ahead_far = {});
 
 namespace detail {
 // gemv_block() on AVX2 CPUs (gemv_rows.cpp): the same bits, with x widened in
 // registers instead of through a scratch row. Call only where the CPU has AVX2.
 void gemv_block_avx2(const bf16* w, const bf16* x, float* acc, int64_t n, int64_t k, bool accumulate,
-                     std::span<const std::byte> ahead = {});
+                     std::span<const std::byte> ahead = {}, std::span<const std::byte> ahead_far = {});
 }  // namespace detail
 
 int64_t gemv_l1_bytes(int64_t n, int64_t k, bool fused);

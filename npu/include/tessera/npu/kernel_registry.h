@@ -22,9 +22,11 @@ struct KernelInvocation {
   const KernelParams* params = nullptr;
   // KernelDef::bind's result for this call's params, when the kernel has one.
   const void* bound = nullptr;
-  // Host bytes a later call reads, for a kernel that prefetches as it runs
-  // (KernelDef::prefetches_ahead); empty otherwise.
+  // Host bytes later calls read, for a kernel that prefetches as it runs
+  // (KernelDef::prefetches_ahead), empty otherwise: the next call's into L1,
+  // and a call further on's into L2.
   std::span<const std::byte> ahead;
+  std::span<const std::byte> ahead_far;
 
   int64_t int_param(const std::string& key) const;     // throws naming the key
   double float_param(const std::string& key) const;
