@@ -183,10 +183,20 @@ TileKernel gemm_finalize_kernel() {
   static constexpr const char* name = "gemm_finalize";
   npu::KernelDef def;
   def.name = name;
+  // count bound once per instruction: a K-split decode GEMV finalizes every
+  // few calls, and a lookup by name per call cost as much as the rounding.
+  def.bind = [](const npu::KernelParams& p) -> std::shared_ptr<const void> {
+    return std::make_shared<const int64_t>(param_in(p, "count", 1, 1 << 24, name));
+  };
   def.run = [](const npu::KernelInvocation& inv) {
-    int64_t count = param_in(*inv.params, "count", 1, 1 << 24, name);
+    const int64_t count =
+        inv.bound ? *static_cast<const int64_t*>(inv.bound) : param_in(*inv.params, "count", 1, 1 << 24, name);
     gemm_finalize(arg_ptr<const float>(inv, 0, count, name, "acc"),
                   arg_ptr<bf16>(inv, 1, count, name, "c"), count);
+  };
+  def.replay = [](const npu::KernelInvocation& inv) {
+    gemm_finalize(reinterpret_cast<const float*>(inv.args[0].data()), reinterpret_cast<bf16*>(inv.args[1].data()),
+                  *static_cast<const int64_t*>(inv.bound));
   };
   // One srs (fp32 -> bf16 shift-round-saturate) per vector.
   def.cost = [](const npu::KernelParams& p, const npu::DeviceSpec& s) {

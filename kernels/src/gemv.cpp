@@ -77,6 +77,22 @@ GemvDims dims_of(const npu::KernelParams& p, const char* kernel) {
           x_off ? int_in(x_off, "x_off", 0, std::numeric_limits<int64_t>::max(), kernel) : 0};
 }
 
+// The replay entry (npu::KernelDef::replay): run()'s arithmetic on args a
+// checked run() accepted.
+template <bool Accumulate, bool Fused>
+void gemv_replay(const npu::KernelInvocation& inv) {
+  const auto& d = *static_cast<const GemvDims*>(inv.bound);
+  const auto* w = reinterpret_cast<const bf16*>(inv.args[0].data());
+  const auto* x = reinterpret_cast<const bf16*>(inv.args[1].data()) + d.x_off;
+  if constexpr (!Fused) {
+    gemv_block(w, x, reinterpret_cast<float*>(inv.args[2].data()), d.n, d.k, Accumulate, inv.ahead, inv.ahead_far);
+  } else {
+    float* acc = scratch_f32(ScratchSlot::gemm_acc, d.n);
+    gemv_block(w, x, acc, d.n, d.k, false, inv.ahead, inv.ahead_far);
+    gemm_finalize(acc, reinterpret_cast<bf16*>(inv.args[2].data()), d.n);
+  }
+}
+
 TileKernel gemv_kernel(const char* name, bool accumulate, bool fused) {
   auto run = [=](const npu::KernelInvocation& inv) {
     const auto [n, k, x_off] = inv.bound ? *static_cast<const GemvDims*>(inv.bound) : dims_of(*inv.params, name);
@@ -107,6 +123,7 @@ TileKernel gemv_kernel(const char* name, bool accumulate, bool fused) {
       });
   t.def.read_only_args = 0b011;  // w, x
   t.def.prefetches_ahead = true;
+  t.def.replay = fused ? gemv_replay<false, true> : accumulate ? gemv_replay<true, false> : gemv_replay<false, false>;
   t.def.bind = [=](const npu::KernelParams& p) -> std::shared_ptr<const void> {
     return std::make_shared<const GemvDims>(dims_of(p, name));
   };

@@ -288,27 +288,22 @@ void run_list(const OpList& list, const std::vector<std::byte*>& base) {
       continue;
     }
     const Instr& in = *op.call;
+    // A kernel that prefetches as it reads gets a later call's bytes when
+    // they are one run (a weight block beside a shared x); else they are
+    // prefetched here.
+    auto hand = [&]<int Level>(size_t n, std::span<const std::byte>& to) {
+      if (n >= calls) return;
+      const uint32_t f = list.fetch_first[n];
+      if (in.kernel->prefetches_ahead && list.fetch_first[n + 1] == f + 1) {
+        const TraceArg& t = list.fetches[f];
+        to = {base[t.at.region] + t.at.offset, static_cast<size_t>(t.bytes)};
+      } else {
+        prefetch_call<Level>(list, n, base);
+      }
+    };
     std::span<const std::byte> ahead, ahead_far;
-    if (const size_t n = c + kFar; n < calls) {
-      const uint32_t f = list.fetch_first[n];
-      if (in.kernel->prefetches_ahead && list.fetch_first[n + 1] == f + 1) {
-        const TraceArg& t = list.fetches[f];
-        ahead_far = {base[t.at.region] + t.at.offset, static_cast<size_t>(t.bytes)};
-      } else {
-        prefetch_call<1>(list, n, base);
-      }
-    }
-    if (const size_t n = c + kAhead; n < calls) {
-      // A kernel that prefetches as it reads gets the next call's bytes when
-      // they are one run (a weight block beside a shared x).
-      const uint32_t f = list.fetch_first[n];
-      if (in.kernel->prefetches_ahead && list.fetch_first[n + 1] == f + 1) {
-        const TraceArg& t = list.fetches[f];
-        ahead = {base[t.at.region] + t.at.offset, static_cast<size_t>(t.bytes)};
-      } else {
-        prefetch_call<0>(list, n, base);
-      }
-    }
+    hand.template operator()<1>(c + kFar, ahead_far);
+    hand.template operator()<0>(c + kAhead, ahead);
     ++c;
     KernelInvocation inv{std::move(spans), in.params, in.bound.get()};
     inv.ahead = ahead;
@@ -319,7 +314,8 @@ void run_list(const OpList& list, const std::vector<std::byte*>& base) {
       inv.args.emplace_back(base[t.at.region] + t.at.offset, static_cast<size_t>(t.bytes));
     }
     try {
-      in.kernel->run(inv);
+      if (in.kernel->replay != nullptr && inv.bound != nullptr) in.kernel->replay(inv);
+      else in.kernel->run(inv);
     } catch (const DesignError& e) {
       spans = std::move(inv.args);
       throw_error<DesignError>("core {} call '{}': {}", to_string(op.tile), in.kernel->name, e.what());

@@ -142,5 +142,45 @@ TEST(Gemv, ParamsRefusedByNameAndXOffsetHonoured) {
   EXPECT_TRUE(differs) << "x_off ignored";
 }
 
+// A replay calls KernelDef::replay, which skips run()'s checks, on args a
+// checked run() accepted: it must write what run() writes, bit for bit (the
+// GEMV at an x_off, the K-split steps, and the finalize they end with).
+TEST(Gemv, ReplayEntryWritesWhatRunWrites) {
+  const int64_t n = 5, k = 37, x_off = 3;
+  struct Case {
+    std::string kernel;
+    npu::KernelParams params;
+  };
+  const std::vector<Case> cases = {{"gemv", {{"n", n}, {"k", k}, {"x_off", x_off}}},
+                                   {"gemv_init", {{"n", n}, {"k", k}}},
+                                   {"gemv_acc", {{"n", n}, {"k", k}, {"x_off", x_off}}},
+                                   {"gemm_finalize", {{"count", n}}}};
+  uint32_t seed = 900;
+  for (const Case& c : cases) {
+    const npu::KernelDef& def = registry().get(c.kernel);
+    ASSERT_NE(def.replay, nullptr) << c.kernel;
+    ASSERT_TRUE(def.bind) << c.kernel;
+    const std::shared_ptr<const void> bound = def.bind(c.params);
+    // Each arg as random bytes (bf16 / f32 values in range either way).
+    std::vector<std::vector<bf16>> ran, replayed;
+    if (c.kernel == "gemm_finalize") ran = {random_bf16(2 * n, seed++, -4, 4), random_bf16(n, seed++)};
+    else ran = {random_bf16(n * k, seed++), random_bf16(x_off + k, seed++, -2, 2), random_bf16(2 * n, seed++, -4, 4)};
+    replayed = ran;
+    auto call = [&](std::vector<std::vector<bf16>>& args, bool replay) {
+      npu::KernelInvocation inv;
+      for (auto& a : args) inv.args.push_back(bytes_of(a));
+      inv.params = &c.params;
+      inv.bound = bound.get();
+      if (replay) def.replay(inv);
+      else def.run(inv);
+    };
+    call(ran, false);
+    call(replayed, true);
+    for (size_t a = 0; a < ran.size(); ++a)
+      for (size_t e = 0; e < ran[a].size(); ++e)
+        ASSERT_EQ(ran[a][e].bits, replayed[a][e].bits) << c.kernel << " arg " << a << " element " << e;
+  }
+}
+
 }  // namespace
 }  // namespace tessera::kernels::test

@@ -65,6 +65,13 @@ struct KernelDef {
   // every call. A decode token makes millions of GEMV calls of a few hundred
   // MACs, where a lookup of three params by name costs as much as the MACs.
   std::function<std::shared_ptr<const void>(const KernelParams&)> bind = nullptr;
+  // Optional, with bind: run() for a replay (simulator_trace.h), which hands
+  // it exactly the args a checked run() of the same instruction accepted
+  // (the same bound params, the same arg sizes and alignments), so it may
+  // skip run()'s checks. A plain function: a decode token replays about
+  // 300 000 calls of a few hundred MACs, where the std::function call and
+  // the per-arg size checks cost as much as a tenth of the call.
+  void (*replay)(const KernelInvocation&) = nullptr;
   // run() prefetches KernelInvocation::ahead spread over its own reads; a
   // replay then hands it the next call's bytes instead of prefetching them
   // all before the call.
