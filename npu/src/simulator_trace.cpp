@@ -176,6 +176,18 @@ void Recorder::scratch(size_t conn, int which, const std::byte* data, int64_t by
 
 namespace {
 
+// The L2 prefetch's lead in bytes rather than calls (simulator_trace.cpp's
+// replay notes below): three calls of a 2 x 576 GEMV block, the lead that
+// measured best for them, is about 7 KB, and a K-split call of 1 KB or 768 B
+// three calls ahead came too late. SmolLM2-135M decode GEMVs,
+// bench/sim_decode_bench from DRAM, 3 rounds: six calls ahead instead of
+// three took down from 139-150 to 109-121 us and k from 34-35 to 28-32,
+// but q (2.3 KB calls) from 41-43 to 42-50; by bytes, down 117-130 ->
+// 102-121, k 30-32 -> 26-28, q 37 -> 34-37. `tessera run -n 16 --profile`,
+// 5 interleaved rounds: down 4.65 -> 4.10 host ms per token.
+constexpr int64_t kFarBytes = 3 * 2304;
+constexpr uint32_t kFarMin = 3, kFarMax = 12;
+
 void plan_prefetch(OpList& l, const std::vector<Region>& regions) {
   const TraceOp* prev = nullptr;
   for (size_t i = 0; i < l.ops.size(); ++i) {
@@ -195,6 +207,11 @@ void plan_prefetch(OpList& l, const std::vector<Region>& regions) {
     prev = &op;
   }
   l.fetch_first.push_back(static_cast<uint32_t>(l.fetches.size()));
+  int64_t bytes = 0;
+  for (const TraceArg& t : l.fetches) bytes += t.bytes;
+  const int64_t per_call = l.calls.empty() ? 0 : bytes / static_cast<int64_t>(l.calls.size());
+  const int64_t lead = per_call > 0 ? (kFarBytes + per_call - 1) / per_call : kFarMin;
+  l.far_calls = static_cast<uint32_t>(std::clamp<int64_t>(lead, kFarMin, kFarMax));
 }
 
 }  // namespace
@@ -240,7 +257,8 @@ namespace {
 // up 104-114 -> 89-94, down 142-173 -> 125-157.
 constexpr size_t kAhead = 1;
 
-// And kFar calls ahead into L2 (prefetcht1), beside the L1 prefetch: a call
+// And OpList::far_calls ahead into L2 (prefetcht1; at least 3, so that it
+// holds about kFarBytes), beside the L1 prefetch: a call
 // (a 2 x 576 GEMV block, 2.3 KB) takes about as long as one DRAM miss, so
 // one call's lead hides little of it, and more calls ahead into L1 held the
 // core's few L1 miss buffers (slower, above). L2 has more in flight. SmolLM2
@@ -251,7 +269,6 @@ constexpr size_t kAhead = 1;
 // 135-151. A kernel that prefetches as it reads takes these too (into L2,
 // beside its L1 lead): logits 2.96 -> 2.16 host ms per token, the other
 // GEMV rows within noise (`run -n 16 --profile`, 4 interleaved rounds).
-constexpr size_t kFar = 3;
 
 // GCC 12 at -O2 drops a loop of __builtin_prefetch here as free of side
 // effects (-ffinite-loops): the asm keeps it.
@@ -302,7 +319,7 @@ void run_list(const OpList& list, const std::vector<std::byte*>& base) {
       }
     };
     std::span<const std::byte> ahead, ahead_far;
-    hand.template operator()<1>(c + kFar, ahead_far);
+    hand.template operator()<1>(c + list.far_calls, ahead_far);
     hand.template operator()<0>(c + kAhead, ahead);
     ++c;
     KernelInvocation inv{std::move(spans), in.params, in.bound.get()};

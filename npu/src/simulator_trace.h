@@ -69,6 +69,7 @@ struct OpList {
   std::vector<uint32_t> calls;
   std::vector<TraceArg> fetches;
   std::vector<uint32_t> fetch_first;
+  uint32_t far_calls = 3;  // how many calls ahead the L2 prefetch runs
 };
 
 // Bytes of the traces alive in this process, against a budget: each decode
