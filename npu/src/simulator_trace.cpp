@@ -176,8 +176,8 @@ void Recorder::scratch(size_t conn, int which, const std::byte* data, int64_t by
 
 namespace {
 
-// The L2 prefetch's lead in bytes rather than calls (simulator_trace.cpp's
-// replay notes below): three calls of a 2 x 576 GEMV block, the lead that
+// The L2 prefetch's lead in bytes rather than calls (the replay's notes
+// below): three calls of a 2 x 576 GEMV block, the lead that
 // measured best for them, is about 7 KB, and a K-split call of 1 KB or 768 B
 // three calls ahead came too late. SmolLM2-135M decode GEMVs,
 // bench/sim_decode_bench from DRAM, 3 rounds: six calls ahead instead of
@@ -282,7 +282,13 @@ inline void prefetch_line(const std::byte* p) {
 #endif
 }
 
-// The bytes a replay prefetches before call c (OpList::fetches).
+// The bytes a replay prefetches before call c (OpList::fetches): its host
+// args but those the call before it read at the same place, its x, already
+// in cache. A down projection's calls read 1 KB of weights beside a resident
+// x of 3 KB, so prefetching x again was three quarters of each call's
+// prefetches: skipping it took the down rows from 5.30 / 5.21 to 4.56 /
+// 4.89 host ms per SmolLM2 token (two sets of 5 interleaved rounds, `run -n
+// 16 --profile`; totals 39.3 / 40.1 -> 35.9 / 38.4).
 template <int Level>
 void prefetch_call(const OpList& list, size_t c, const std::vector<std::byte*>& base) {
   for (uint32_t f = list.fetch_first[c]; f < list.fetch_first[c + 1]; ++f) {
