@@ -2,6 +2,9 @@
 // deterministic, cached, and respects imposed options.
 #include <gtest/gtest.h>
 
+#include <set>
+
+#include "tessera/core/error.h"
 #include "tessera/kernels/op_builder.h"
 #include "tessera/kernels/tile_search.h"
 #include "tessera/npu/timing.h"
@@ -38,6 +41,33 @@ TEST(TileSearch, IsDeterministicAndKeepsImposedOptions) {
   // Another spec is another cache entry (xdna1 has 4 columns).
   const TileChoice x1 = search_tiles(s, npu::DeviceSpec::preset("xdna1"), {{"n", 32}});
   EXPECT_EQ(x1.best.tiles.at("columns"), 4);
+}
+
+// The candidates are built on the pool's threads: `timed` must still be the
+// serial walk's list, the default first, then each distinct legal candidate
+// in the builder's order with the time it builds to alone.
+TEST(TileSearch, TimedListIsTheSerialWalkWhateverThreadBuiltEach) {
+  const auto spec = npu::DeviceSpec::preset("xdna2");
+  const OpShape s = linear_shape(15, 576, 1536);
+  const OpBuilder& b = op_builder("linear");
+  std::vector<TileTiming> walk;
+  std::set<TileOptions> seen;
+  auto time_one = [&](const TileOptions& tiles) {
+    try {
+      BuiltOp op = b.build(s, spec, tiles);
+      if (seen.insert(op.tiles).second) walk.push_back({op.tiles, npu::estimate_time(op.design, spec).total_seconds, ""});
+    } catch (const LimitError&) {
+    }
+  };
+  time_one({});
+  for (const TileOptions& t : b.tile_candidates(s, spec)) time_one(t);
+  const TileChoice c = search_tiles(s, spec);
+  ASSERT_GT(walk.size(), 2u);
+  ASSERT_EQ(c.timed.size(), walk.size());
+  for (size_t i = 0; i < walk.size(); ++i) {
+    EXPECT_EQ(c.timed[i].tiles, walk[i].tiles) << i;
+    EXPECT_EQ(c.timed[i].seconds, walk[i].seconds) << i;
+  }
 }
 
 // llama-3.2-1b at S = 2048: down (K = 8192) has no whole weight panel that
