@@ -37,13 +37,24 @@ Cost cycles(const npu::KernelParams& p, const npu::DeviceSpec& s) {
 }  // namespace
 
 std::vector<TileKernel> decode_attention_kernels() {
-  return {make_tile_kernel(
+  TileKernel k = make_tile_kernel(
       kDecodeAttnName, run_decode_attn, cycles,
       [](const npu::KernelParams& p) { return attn_block_l1_bytes(decode_params(p)); },
       [](const npu::KernelParams& p) {
         AttnBlock b = decode_params(p);
         return 2 * b.group * b.kv_rows * b.head_dim;
-      })};
+      });
+  // Replay (npu::KernelDef::replay): the block's params bound once per
+  // instruction; run() parses six of them by name per call.
+  k.def.bind = [](const npu::KernelParams& p) -> std::shared_ptr<const void> {
+    return std::make_shared<const AttnBlock>(decode_params(p));
+  };
+  k.def.replay = [](const npu::KernelInvocation& inv) {
+    const auto& b = *static_cast<const AttnBlock*>(inv.bound);
+    attn_block(reinterpret_cast<const bf16*>(inv.args[0].data()), reinterpret_cast<const bf16*>(inv.args[1].data()),
+               reinterpret_cast<const bf16*>(inv.args[2].data()), reinterpret_cast<float*>(inv.args[3].data()), b);
+  };
+  return {std::move(k)};
 }
 
 }  // namespace tessera::kernels

@@ -287,6 +287,30 @@ StateDims state_dims(const npu::KernelParams& p, const char* kernel) {
   return {param_in(p, "rows", 1, 1 << 20, kernel), param_in(p, "head_dim", 2, 1024, kernel)};
 }
 
+// The state kernels' replay entries (npu::KernelDef::replay): their dims
+// bound once per instruction instead of two params looked up by name per
+// call. A SmolLM2 decode token makes about 4 000 of these calls (an
+// attn_init per tile, a merge per partial state), each a few hundred floats.
+const StateDims& bound_dims(const npu::KernelInvocation& inv) { return *static_cast<const StateDims*>(inv.bound); }
+void replay_init(const npu::KernelInvocation& inv) {
+  attn_state_init(reinterpret_cast<float*>(inv.args[0].data()), bound_dims(inv).rows, bound_dims(inv).head_dim);
+}
+void replay_merge(const npu::KernelInvocation& inv) {
+  attn_merge(reinterpret_cast<float*>(inv.args[0].data()), reinterpret_cast<const float*>(inv.args[1].data()),
+             bound_dims(inv).rows, bound_dims(inv).head_dim);
+}
+void replay_finalize(const npu::KernelInvocation& inv) {
+  attn_finalize(reinterpret_cast<const float*>(inv.args[0].data()), reinterpret_cast<bf16*>(inv.args[1].data()),
+                bound_dims(inv).rows, bound_dims(inv).head_dim);
+}
+TileKernel with_replay(TileKernel k, void (*replay)(const npu::KernelInvocation&)) {
+  k.def.bind = [name = k.def.name](const npu::KernelParams& p) -> std::shared_ptr<const void> {
+    return std::make_shared<const StateDims>(state_dims(p, name.c_str()));
+  };
+  k.def.replay = replay;
+  return k;
+}
+
 // attn_init / attn_merge / attn_finalize: `ops` vector ops per o vector plus a
 // per-row cost, over `objects` state-sized args.
 TileKernel state_kernel(const char* name, RunFn run, int64_t ops, int64_t row_cycles,
@@ -324,15 +348,15 @@ std::vector<TileKernel> flash_attention_kernels() {
       },
       pv_l1, [](const npu::KernelParams& p) { return half_macs(p, kPv); }));
   v.push_back(copy_kernel());
-  v.push_back(state_kernel(
+  v.push_back(with_replay(state_kernel(
       "attn_init",
       [](const npu::KernelInvocation& inv) {
         auto [rows, d] = state_dims(*inv.params, "attn_init");
         attn_state_init(arg_ptr<float>(inv, 0, attn_state_floats(rows, d), "attn_init", "state"),
                         rows, d);
       },
-      1, 2, 4));
-  v.push_back(state_kernel(
+      1, 2, 4), replay_init));
+  v.push_back(with_replay(state_kernel(
       "attn_merge",
       [](const npu::KernelInvocation& inv) {
         auto [rows, d] = state_dims(*inv.params, "attn_merge");
@@ -340,9 +364,9 @@ std::vector<TileKernel> flash_attention_kernels() {
         attn_merge(arg_ptr<float>(inv, 0, n, "attn_merge", "state_a"),
                    arg_ptr<const float>(inv, 1, n, "attn_merge", "state_b"), rows, d);
       },
-      2, kFlashRowCycles, 8));
+      2, kFlashRowCycles, 8), replay_merge));
   // l1: the fp32 state plus a bf16 out of rows * d (< half a state float each).
-  v.push_back(state_kernel(
+  v.push_back(with_replay(state_kernel(
       "attn_finalize",
       [](const npu::KernelInvocation& inv) {
         auto [rows, d] = state_dims(*inv.params, "attn_finalize");
@@ -350,7 +374,7 @@ std::vector<TileKernel> flash_attention_kernels() {
                                            "state"),
                       arg_ptr<bf16>(inv, 1, rows * d, "attn_finalize", "out"), rows, d);
       },
-      1, 8, 6));
+      1, 8, 6), replay_finalize));
   return v;
 }
 

@@ -255,5 +255,61 @@ TEST(DecodeAttention, RejectsCausalOrSeveralQueries) {
   EXPECT_THROW(tile_kernel_l1_bytes("decode_attn", p), KernelArgError);
 }
 
+// A replay calls KernelDef::replay, which skips run()'s checks and reads the
+// params bound once, on args a checked run() accepted: it must write what
+// run() writes, bit for bit, for decode_attn (a ragged block of 5 rows) and
+// the state kernels around it.
+TEST(DecodeAttention, ReplayEntriesWriteWhatRunWrites) {
+  const int64_t group = 3, d = 16, kv = 5, sf = attn_state_floats(group, d);
+  auto state = [&](uint32_t seed) {  // a state decode_attn already wrote into: finite, sums > 0
+    std::vector<float> s(static_cast<size_t>(sf));
+    std::vector<bf16> q = random_bf16(group * d, seed, -2, 2), k = random_bf16(kv * d, seed + 1, -2, 2),
+                      v = random_bf16(kv * d, seed + 2);
+    run_kernel("attn_init", {{"rows", group}, {"head_dim", d}}, {bytes_of(s)});
+    run_kernel("decode_attn", {{"group", group}, {"kv_rows", kv}, {"head_dim", d}},
+               {bytes_of(q), bytes_of(k), bytes_of(v), bytes_of(s)});
+    return s;
+  };
+  struct Arg {
+    std::vector<bf16> b;
+    std::vector<float> f;
+    std::span<std::byte> bytes() { return f.empty() ? bytes_of(b) : bytes_of(f); }
+  };
+  struct Call {
+    std::string kernel;
+    npu::KernelParams params;
+    std::vector<Arg> args;
+  };
+  std::vector<Call> cases = {
+      {"decode_attn", {{"group", group}, {"kv_rows", kv}, {"head_dim", d}},
+       {{random_bf16(group * d, 1, -2, 2), {}}, {random_bf16(kv * d, 2, -2, 2), {}}, {random_bf16(kv * d, 3), {}},
+        {{}, state(4)}}},
+      {"attn_init", {{"rows", group}, {"head_dim", d}}, {{{}, state(5)}}},
+      {"attn_merge", {{"rows", group}, {"head_dim", d}}, {{{}, state(6)}, {{}, state(7)}}},
+      {"attn_finalize", {{"rows", group}, {"head_dim", d}}, {{{}, state(8)}, {std::vector<bf16>(group * d), {}}}}};
+  for (Call& c : cases) {
+    const npu::KernelDef& def = registry().get(c.kernel);
+    ASSERT_NE(def.replay, nullptr) << c.kernel;
+    ASSERT_TRUE(def.bind) << c.kernel;
+    const std::shared_ptr<const void> bound = def.bind(c.params);
+    std::vector<Arg> ran = c.args, replayed = c.args;
+    auto call = [&](std::vector<Arg>& args, bool replay) {
+      npu::KernelInvocation inv;
+      for (Arg& a : args) inv.args.push_back(a.bytes());
+      inv.params = &c.params;
+      inv.bound = bound.get();
+      if (replay) def.replay(inv);
+      else def.run(inv);
+    };
+    call(ran, false);
+    call(replayed, true);
+    for (size_t a = 0; a < ran.size(); ++a) {
+      const auto x = ran[a].bytes(), y = replayed[a].bytes();
+      ASSERT_EQ(x.size(), y.size());
+      EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size()), 0) << c.kernel << " arg " << a;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera::kernels::test
