@@ -294,12 +294,9 @@ TEST(DecodeAttention, ReplayEntriesWriteWhatRunWrites) {
     const std::shared_ptr<const void> bound = def.bind(c.params);
     std::vector<Arg> ran = c.args, replayed = c.args;
     auto call = [&](std::vector<Arg>& args, bool replay) {
-      npu::KernelInvocation inv;
-      for (Arg& a : args) inv.args.push_back(a.bytes());
-      inv.params = &c.params;
-      inv.bound = bound.get();
-      if (replay) def.replay(inv);
-      else def.run(inv);
+      std::vector<std::span<std::byte>> spans;
+      for (Arg& a : args) spans.push_back(a.bytes());
+      call_kernel(def, c.params, bound.get(), std::move(spans), replay);
     };
     call(ran, false);
     call(replayed, true);

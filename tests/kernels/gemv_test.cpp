@@ -167,12 +167,9 @@ TEST(Gemv, ReplayEntryWritesWhatRunWrites) {
     else ran = {random_bf16(n * k, seed++), random_bf16(x_off + k, seed++, -2, 2), random_bf16(2 * n, seed++, -4, 4)};
     replayed = ran;
     auto call = [&](std::vector<std::vector<bf16>>& args, bool replay) {
-      npu::KernelInvocation inv;
-      for (auto& a : args) inv.args.push_back(bytes_of(a));
-      inv.params = &c.params;
-      inv.bound = bound.get();
-      if (replay) def.replay(inv);
-      else def.run(inv);
+      std::vector<std::span<std::byte>> spans;
+      for (auto& a : args) spans.push_back(bytes_of(a));
+      call_kernel(def, c.params, bound.get(), std::move(spans), replay);
     };
     call(ran, false);
     call(replayed, true);

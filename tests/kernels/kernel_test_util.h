@@ -68,6 +68,19 @@ inline npu::KernelRegistry& registry() {
   return *r;
 }
 
+// One call as a replay makes it (KernelDef::replay on params bound once) or
+// as a checked run() does, on the same bound params: the replay tests
+// compare the two.
+inline void call_kernel(const npu::KernelDef& def, const npu::KernelParams& params, const void* bound,
+                        std::vector<std::span<std::byte>> args, bool replay) {
+  npu::KernelInvocation inv;
+  inv.args = std::move(args);
+  inv.params = &params;
+  inv.bound = bound;
+  if (replay) def.replay(inv);
+  else def.run(inv);
+}
+
 inline void run_kernel(const std::string& name, const npu::KernelParams& params,
                        std::vector<std::span<std::byte>> args) {
   const npu::KernelDef& def = registry().get(name);
