@@ -145,6 +145,13 @@ WorkerPool& pool() {
 
 }  // namespace
 
+namespace {
+thread_local bool inline_here = false;
+}  // namespace
+
+InlineOnThisThread::InlineOnThisThread() : was_(inline_here) { inline_here = true; }
+InlineOnThisThread::~InlineOnThisThread() { inline_here = was_; }
+
 void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn,
                   size_t min_chunk) {
   if (n == 0) return;
@@ -155,7 +162,7 @@ void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn,
   }
   const size_t chunk = (n + workers - 1) / workers;
   const size_t chunks = (n + chunk - 1) / chunk;
-  if (pool().run(n, chunk, chunks, fn)) return;
+  if (!inline_here && pool().run(n, chunk, chunks, fn)) return;
   // Nested or concurrent call: the same chunks, in order, on this thread.
   for (size_t c = 0; c < chunks; ++c) fn(c * chunk, std::min(n, (c + 1) * chunk));
 }
@@ -165,7 +172,7 @@ void parallel_for_each(size_t n, const std::function<void(size_t)>& fn) {
   const std::function<void(size_t, size_t)> body = [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) fn(i);
   };
-  if (thread_count() <= 1 || n == 1 || !pool().run(n, 1, n, body)) body(0, n);
+  if (thread_count() <= 1 || n == 1 || inline_here || !pool().run(n, 1, n, body)) body(0, n);
 }
 
 }  // namespace tessera

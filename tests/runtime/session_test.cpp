@@ -70,5 +70,28 @@ TEST(Session, DecodeProfileAddsUpToTheCalls) {
   EXPECT_THROW(decode_profile(plain.generate(std::vector<int32_t>{1, 2}, testing::greedy(2))), UsageError);
 }
 
+// The first decode plan after a prompt is lowered beside the prompt, on a
+// thread of its own: it must be the plan lowering at that position gives,
+// and a second prompt before any decode (another position) must not leave
+// the first prompt's plan in use.
+TEST(Session, DecodePlanLoweredBesideThePromptIsThePlanOfItsPosition) {
+  const TinyModel& m = testing::tiny("tiny");
+  Session s = testing::make_session(m);
+  auto direct = [&](int64_t past) {
+    compiler::PlanOptions po;
+    po.context = s.context();
+    return compiler::lower(m.config, 1, past, *m.cache, po).dump();
+  };
+  s.prefill(std::vector<int32_t>{1, 2, 3});
+  s.decode(4);
+  EXPECT_EQ(s.last_plan().dump(), direct(3));
+  Session t = testing::make_session(m);
+  t.prefill(std::vector<int32_t>{1, 2, 3});
+  t.prefill(std::vector<int32_t>{4, 5, 6, 7, 8});  // the plan for position 3 is dropped: T = 9 now
+  t.decode(9);
+  EXPECT_EQ(t.position(), 9);
+  EXPECT_EQ(t.last_plan().dump(), direct(8));
+}
+
 }  // namespace
 }  // namespace tessera::runtime

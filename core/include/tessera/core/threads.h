@@ -21,4 +21,19 @@ void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn,
 // until done.
 void parallel_for_each(size_t n, const std::function<void(size_t)>& fn);
 
+// While one is alive, parallel_for and parallel_for_each called on this
+// thread run every chunk on it, in order, without the pool: for work beside
+// a job that holds the pool (a session lowering its next decode plan while
+// the prompt runs), which would otherwise take the pool's worker from it.
+class InlineOnThisThread {
+ public:
+  InlineOnThisThread();
+  ~InlineOnThisThread();
+  InlineOnThisThread(const InlineOnThisThread&) = delete;
+  InlineOnThisThread& operator=(const InlineOnThisThread&) = delete;
+
+ private:
+  bool was_;
+};
+
 }  // namespace tessera

@@ -21,6 +21,7 @@
 // it), separately - never one passed off as the other.
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <set>
@@ -159,6 +160,13 @@ class Session {
   // and that bucket.
   std::shared_ptr<compiler::Plan> decode_plan_;
   int decode_bucket_ = -1;
+  // The decode plan for the position after a prompt, lowered on a thread of
+  // its own while the prompt runs (start_next_decode), and that position.
+  // Last: destroyed (joined) before the members its lowering reads.
+  std::future<compiler::Plan> next_decode_;
+  int64_t next_decode_past_ = -1;
+  void start_next_decode(int64_t past);
+  std::optional<compiler::Plan> take_next_decode(int64_t past);
 };
 
 // Thrown when a prompt or a decode step would not fit in the KV cache.
