@@ -128,12 +128,12 @@ double FusedCost::step_seconds(size_t first, size_t end, const npu::DeviceSpec& 
                   launches_[i]->name);
   double dispatch = 0;
   if (end - first == 1) {
-    dispatch = launches_[first]->timing.total_seconds;
+    dispatch = launches_[first]->timing->total_seconds;
   } else {
     const double extra = static_cast<double>(end - first - 1) * spec.reconfigure_seconds;
-    dispatch = launches_[first]->timing.overhead_seconds + extra;
+    dispatch = launches_[first]->timing->overhead_seconds + extra;
     for (size_t i = first; i < end; ++i)
-      dispatch += launches_[i]->timing.total_seconds - launches_[i]->timing.overhead_seconds;
+      dispatch += launches_[i]->timing->total_seconds - launches_[i]->timing->overhead_seconds;
   }
   return dispatch + static_cast<double>(relayout_bytes(first, end)) / plan_.host.bytes_per_second;
 }
@@ -182,7 +182,7 @@ void FusedCost::cost_segment(size_t seg, const npu::DeviceSpec& spec) const {
 bool FusedCost::changed(size_t i) const {
   const Launch& l = *launches_[i];
   const Seen& s = seen_[i];
-  return l.op != s.op || l.timing.total_seconds != s.total || l.timing.overhead_seconds != s.overhead ||
+  return l.op != s.op || l.timing->total_seconds != s.total || l.timing->overhead_seconds != s.overhead ||
          l.host_seconds != s.host;
 }
 
@@ -198,7 +198,7 @@ double FusedCost::seconds(const npu::DeviceSpec& spec) const {
   for (size_t i = 0; i < launches_.size(); ++i) {
     if (!changed(i)) continue;
     const Launch& l = *launches_[i];
-    seen_[i] = {l.op, l.timing.total_seconds, l.timing.overhead_seconds, l.host_seconds};
+    seen_[i] = {l.op, l.timing->total_seconds, l.timing->overhead_seconds, l.host_seconds};
     for (size_t seg : affects_[i]) dirty_[seg] = 1;
   }
   for (size_t seg = 0; seg < costs_.size(); ++seg) {

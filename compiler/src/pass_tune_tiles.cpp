@@ -96,7 +96,7 @@ TileDecision search(const Plan& plan, const Launch& base, const TileDecision& ma
 // when it was made under this spec and builder and its choice still builds
 // to the recorded time, else a new search.
 TileDecision decide(const Plan& plan, const Launch& base, DesignCache& cache, bool bug, Counts& n) {
-  const kernels::TileTiming def{base.op->tiles, base.timing.total_seconds, base.timing.bound};
+  const kernels::TileTiming def{base.op->tiles, base.timing->total_seconds, base.timing->bound};
   TileDecision now{spec_hash(cache.spec()), builder_fingerprint(base.shape, cache.spec(), def), def,
                    {}, def, 0, 0};
   const std::string key = tile_choice_key(base.shape, base.tiles);
@@ -107,7 +107,7 @@ TileDecision decide(const Plan& plan, const Launch& base, DesignCache& cache, bo
     if (same && old->tuned()) {
       const bool pinned = !base.tiles.empty();
       const Launch t = rebuilt(plan, base, old->chosen.tiles, cache, pinned);
-      same = t.timing.total_seconds == old->chosen.seconds && keeps_layouts(base, t, pinned);
+      same = t.timing->total_seconds == old->chosen.seconds && keeps_layouts(base, t, pinned);
     }
     if (same) {
       ++n.reused;
@@ -140,10 +140,10 @@ std::string pass_tune_tiles(Plan& plan, DesignCache& cache, bool bug) {
       Launch t = rebuilt(plan, l, d.chosen.tiles, cache);
       // The search's promise, checked on the launch as built: never slower
       // than the builder default it replaces.
-      if (t.timing.total_seconds > d.builder_default.seconds)
+      if (t.timing->total_seconds > d.builder_default.seconds)
         throw_error<InternalError>(
             "pass 'tune-tiles': {} ({}) tuned to {} predicts {}, slower than the builder default {} at {}",
-            l.name, shape_text(l.shape), kernels::tiles_text(d.chosen.tiles), us(t.timing.total_seconds),
+            l.name, shape_text(l.shape), kernels::tiles_text(d.chosen.tiles), us(t.timing->total_seconds),
             kernels::tiles_text(d.builder_default.tiles), us(d.builder_default.seconds));
       l = std::move(t);
       ++n.tuned;

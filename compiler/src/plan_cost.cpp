@@ -32,17 +32,17 @@ std::string body_bound(const npu::DispatchTiming& t) {
 // extra launch: what estimate_time charges a merged multi-launch design.
 void dispatch_time(Step& s, const npu::DeviceSpec& spec) {
   if (s.launches.size() == 1) {
-    s.dispatch_seconds = s.front().timing.total_seconds;
-    s.dispatch_bound = s.front().timing.bound;
+    s.dispatch_seconds = s.front().timing->total_seconds;
+    s.dispatch_bound = s.front().timing->bound;
     return;
   }
   const double extra = static_cast<double>(s.launches.size() - 1) * spec.reconfigure_seconds;
-  std::map<std::string, double> terms = {{"overhead", s.front().timing.overhead_seconds + extra}};
+  std::map<std::string, double> terms = {{"overhead", s.front().timing->overhead_seconds + extra}};
   s.dispatch_seconds = terms["overhead"];
   for (const Launch& l : s.launches) {
-    const double body = l.timing.total_seconds - l.timing.overhead_seconds;
+    const double body = l.timing->total_seconds - l.timing->overhead_seconds;
     s.dispatch_seconds += body;
-    terms[body_bound(l.timing)] += body;
+    terms[body_bound(*l.timing)] += body;
   }
   s.dispatch_bound = "overhead";
   for (const auto& [term, secs] : terms)

@@ -102,7 +102,7 @@ std::string launch_line(const Step& s, const Launch& l) {
                        keys_text(l.weight_layouts), l.out_layout, time_text(l.host_seconds));
   return fmt::format("    n{} tiles={} in={} w={} out={} {} {}\n", l.node, tiles_text(l.tiles),
                      keys_text(l.in_layouts), keys_text(l.weight_layouts), l.out_layout,
-                     time_text(l.timing.total_seconds), l.timing.bound);
+                     time_text(l.timing->total_seconds), l.timing->bound);
 }
 
 }  // namespace
@@ -166,7 +166,7 @@ nlohmann::json Plan::to_json() const {
                  {"shape", shape_text(l.shape)}, {"tiles", l.tiles},
                  {"weight_layouts", l.weight_layouts}, {"in_layouts", l.in_layouts},
                  {"out_layout", l.out_layout}};
-      if (s.kind == StepKind::npu) lj["design"] = l.timing.design;
+      if (s.kind == StepKind::npu) lj["design"] = l.timing->design;
       launches.push_back(std::move(lj));
     }
     steps_j.push_back({{"kind", s.kind == StepKind::npu ? "npu" : "host"},

@@ -199,7 +199,7 @@ std::string roofline(const std::vector<const compiler::Plan*>& plans, const npu:
     for (const compiler::Step& s : p->steps) {
       if (s.kind != compiler::StepKind::npu) continue;
       double macs = 0, bytes = 0;
-      for (const auto& l : s.launches) macs += static_cast<double>(l.timing.macs), bytes += static_cast<double>(l.timing.ddr_bytes);
+      for (const auto& l : s.launches) macs += static_cast<double>(l.timing->macs), bytes += static_cast<double>(l.timing->ddr_bytes);
       const double x = bytes > 0 ? std::max(macs, 1.0) / bytes : 1e-3, y = std::max(macs, 1.0) / std::max(s.dispatch_seconds, 1e-30);
       o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\" fill-opacity=\"0.7\"><title>{} S={}: {:.3g} MAC, {:.3g} B, "
                        "{:.1f} us, {}</title></circle>\n",

@@ -494,7 +494,7 @@ ExecResult Executor::run(const Plan& plan, const Values& inputs, const std::set<
       if (step.kind == StepKind::npu) run_npu_launch(l, node, values, *weights_, *this, sim_, i);
       else values.put(node.output.str(), i, run_host_step(l, node, values, *weights_));
       const double predicted =
-          step.kind == StepKind::npu ? l.timing.total_seconds - l.timing.overhead_seconds : l.host_seconds;
+          step.kind == StepKind::npu ? l.timing->total_seconds - l.timing->overhead_seconds : l.host_seconds;
       launches.push_back({l.name, predicted, seconds_since(t_launch)});
     }
     values.release(plan, step, i);

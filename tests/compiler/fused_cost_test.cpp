@@ -75,8 +75,10 @@ TEST(FusedCost, FollowsLaunchesChangedInPlace) {
       if (s.kind == StepKind::host) {
         l.host_seconds *= 3;
       } else if (++changed % 3 == 0) {
-        l.timing.total_seconds *= 1.7;
-        l.timing.overhead_seconds *= 0.3;
+        npu::DispatchTiming t = *l.timing;  // shared with the cache entry: a changed copy
+        t.total_seconds *= 1.7;
+        t.overhead_seconds *= 0.3;
+        l.timing = std::move(t);
       } else if (changed % 5 == 1) {
         auto op = std::make_shared<kernels::BuiltOp>(*l.op);
         op->patch = [](const npu::Design& d, const npu::HostMemory&) { return d; };

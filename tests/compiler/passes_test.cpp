@@ -129,9 +129,9 @@ TEST(Fuse, DispatchTimeAndNoRelayoutInside) {
   for (const Step& s : p.steps) {
     if (s.launches.size() < 2) continue;
     ++fused;
-    double want = s.front().timing.overhead_seconds +
+    double want = s.front().timing->overhead_seconds +
                   static_cast<double>(s.launches.size() - 1) * spec.reconfigure_seconds;
-    for (const Launch& l : s.launches) want += l.timing.total_seconds - l.timing.overhead_seconds;
+    for (const Launch& l : s.launches) want += l.timing->total_seconds - l.timing->overhead_seconds;
     EXPECT_NEAR(s.dispatch_seconds, want, 1e-15) << s.name();
   }
   EXPECT_GE(fused, 3 * 2);  // q/k/v, the two ropes, gate/up per layer at least

@@ -91,7 +91,7 @@ TEST(Plan, StepTimesAddUpAndFollowTheHostModel) {
   // rmsnorm re-layout: x in and y out, [5, hidden] bf16 each; the weight is packed offline.
   const Step& norm = step_named(p, "L0.attn_norm");
   EXPECT_DOUBLE_EQ(norm.relayout_seconds, 2.0 * 5 * c.hidden_size * 2 / 1e9);
-  EXPECT_DOUBLE_EQ(norm.seconds(), norm.front().timing.total_seconds + norm.relayout_seconds);
+  EXPECT_DOUBLE_EQ(norm.seconds(), norm.front().timing->total_seconds + norm.relayout_seconds);
 }
 
 TEST(Plan, ContextDefaultsToTheModelCappedAndLimitsSeqPlusPast) {

@@ -55,7 +55,7 @@ TEST(TuneTiles, NeverSlowerThanTheDefaultAndKeepsEveryLayout) {
     for (size_t i = 0; i < plain.steps.size(); ++i) {
       const Launch& a = plain.steps[i].front();
       const Launch& b = tuned.steps[i].front();
-      EXPECT_LE(b.timing.total_seconds, a.timing.total_seconds) << b.name;
+      EXPECT_LE(b.timing->total_seconds, a.timing->total_seconds) << b.name;
       EXPECT_EQ(b.in_layouts, a.in_layouts) << b.name;
       EXPECT_EQ(b.out_layout, a.out_layout) << b.name;
       if (!a.tiles.empty()) {  // the layout policy fixed the weight layout

@@ -65,6 +65,26 @@ struct HostModel {
   double step_overhead_seconds = 2e-6; // a host function call + cache misses
 };
 
+// A launch's predicted timing, shared with the design cache entry it came
+// from and with every copy of the launch: the passes copy launches in their
+// trials and a plan per bucket, and each copy of the per-launch breakdown
+// (names, bounds) was a tenth of lowering a decode plan. Immutable: a new
+// timing is a new object.
+class SharedTiming {
+ public:
+  SharedTiming() : p_(none()) {}
+  SharedTiming(npu::DispatchTiming t) : p_(std::make_shared<const npu::DispatchTiming>(std::move(t))) {}  // NOLINT
+  const npu::DispatchTiming* operator->() const { return p_.get(); }
+  const npu::DispatchTiming& operator*() const { return *p_; }
+
+ private:
+  static const std::shared_ptr<const npu::DispatchTiming>& none() {
+    static const auto empty = std::make_shared<const npu::DispatchTiming>();
+    return empty;
+  }
+  std::shared_ptr<const npu::DispatchTiming> p_;
+};
+
 // Memoized builds: one BuiltOp (and its timing) per (op shape, tile options),
 // shared by every layer and every plan lowered through the same cache - a
 // session lowers one plan per decode position, and only attention / kv_append
@@ -74,7 +94,7 @@ class DesignCache {
   explicit DesignCache(npu::DeviceSpec spec);
   struct Entry {
     std::shared_ptr<const kernels::BuiltOp> op;
-    npu::DispatchTiming timing;
+    SharedTiming timing;
     std::string key;  // the cache's key: shape and tile options
     // Weight probes (weight_layout_key) by input index, filled on first use:
     // the embedding-table / LM-head probe packs hundreds of MB.
@@ -148,7 +168,7 @@ struct Launch {
   kernels::OpShape shape;
   kernels::TileOptions tiles;      // npu: what the builder was given
   std::shared_ptr<const kernels::BuiltOp> op;  // npu: the validated design
-  npu::DispatchTiming timing;      // npu: estimate_time of op->design, as its own dispatch
+  SharedTiming timing;             // npu: estimate_time of op->design, as its own dispatch
   double host_seconds = 0;         // host: predicted cost of the op on the host
   // Per input of the node (same order): the weight layout key the packed
   // weight is stored under (weight_layout_key), "" for non-weights; and the
