@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -14,7 +12,6 @@
 #include "plan_text.h"
 #include "tessera/core/error.h"
 #include "tessera/core/mutants.h"
-#include "tessera/core/threads.h"
 
 namespace tessera::compiler {
 
@@ -147,33 +144,7 @@ void build_launch(const Plan& plan, Launch& l, DesignCache& cache, bool weight_k
   l.out_buffers = out.buffers;
 }
 
-// One launch per distinct design (shape and tiles) the per-launch loop will
-// ask the cache for, built and probed side by side first: each is
-// independent of the others, up to milliseconds of one thread's work (the
-// builder, its validation, the layout probes), while the pool's other thread
-// would wait. Parsing a deployment's plans built each design on one thread
-// (161 ms of `tessera run`'s start on SmolLM2-135M).
-void prebuild(const Plan& plan, DesignCache& cache, bool moved_only) {
-  std::map<std::string, Launch> distinct;
-  for (const Step& s : plan.steps) {
-    if (s.kind != StepKind::npu) continue;
-    for (const Launch& l : s.launches) {
-      const kernels::OpShape& shape = moved_only ? plan.graph.nodes.at(l.node).shape : l.shape;
-      if (moved_only && shape.op == l.shape.op && shape.dims == l.shape.dims && shape.attrs == l.shape.attrs) continue;
-      const std::string key = cache_key(shape, l.tiles);
-      if (distinct.count(key)) continue;
-      Launch& copy = distinct[key] = l;
-      copy.shape = shape;
-    }
-  }
-  if (distinct.size() < 2) return;  // one design: nothing to overlap
-  std::vector<Launch*> todo;
-  for (auto& [key, l] : distinct) todo.push_back(&l);
-  parallel_for_each(todo.size(), [&](size_t i) { build_launch(plan, *todo[i], cache); });
-}
-
 std::string build_launches(Plan& plan, DesignCache& cache) {
-  prebuild(plan, cache, false);
   int64_t built = 0;
   for (Step& s : plan.steps) {
     if (s.kind != StepKind::npu) continue;

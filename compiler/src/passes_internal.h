@@ -16,10 +16,6 @@ void build_launch(const Plan& plan, Launch& l, DesignCache& cache, bool weight_k
 std::string cache_key(const kernels::OpShape& shape, const kernels::TileOptions& tiles);
 // Builds every npu launch of the plan.
 std::string build_launches(Plan& plan, DesignCache& cache);
-// Fills the cache with the designs the plan's npu launches name (moved_only:
-// only those whose graph node's shape differs from the launch's, with the
-// node's shape: a retarget's), building distinct ones on the pool's threads.
-void prebuild(const Plan& plan, DesignCache& cache, bool moved_only);
 
 // The name of a value whole: a last-row view (ValueRef::last_row) names the
 // value it is cut from.
