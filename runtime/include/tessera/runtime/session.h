@@ -105,6 +105,10 @@ class Session {
   // Throws InputError when `weights` lack a layout the plans need (names it).
   Session(const model::ModelConfig& config, std::shared_ptr<compiler::PackedWeights> weights,
           const npu::DeviceSpec& spec, SessionOptions opts = {});
+  // Not movable: a prompt leaves a lowering running on another thread that
+  // holds this session's address (start_next_decode).
+  Session(Session&&) = delete;
+  Session& operator=(Session&&) = delete;
 
   // Runs the prompt at positions position() .. +n-1; returns the logits of its
   // last token ([vocab] FP32 of bf16 values). Throws ContextFullError (a
