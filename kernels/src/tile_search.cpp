@@ -19,17 +19,12 @@
 namespace tessera::kernels {
 namespace {
 
-// Builds and times one option set; false when the builder refuses it.
-bool time_option(const OpBuilder& b, const OpShape& shape, const npu::DeviceSpec& spec,
-                 const TileOptions& tiles, TileTiming& out) {
-  try {
-    BuiltOp built = b.build(shape, spec, tiles);
-    const npu::DispatchTiming t = npu::estimate_time(built.design, spec);
-    out = {built.tiles, t.total_seconds, t.bound};
-    return true;
-  } catch (const LimitError&) {  // DesignError (validation) is one too
-    return false;                  // does not fit this spec: not a legal option
-  }
+// Builds and times one option set (the builder's errors propagate).
+TileTiming time_option(const OpBuilder& b, const OpShape& shape, const npu::DeviceSpec& spec,
+                       const TileOptions& tiles) {
+  BuiltOp built = b.build(shape, spec, tiles);
+  const npu::DispatchTiming t = npu::estimate_time(built.design, spec);
+  return {built.tiles, t.total_seconds, t.bound};
 }
 
 // The default (item 0: it must build, and its error is the caller's to see)
@@ -46,14 +41,16 @@ TileChoice run_search(const OpShape& shape, const npu::DeviceSpec& spec, const T
     for (const auto& [k, v] : fixed) cand[k] = v;
   std::vector<std::optional<TileTiming>> built(cands.size() + 1);
   parallel_for_each(built.size(), [&](size_t i) {
-    TileTiming t;
-    if (i > 0 && !time_option(b, shape, spec, cands[i - 1], t)) return;
     if (i == 0) {
-      BuiltOp op = b.build(shape, spec, fixed);
-      const npu::DispatchTiming d = npu::estimate_time(op.design, spec);
-      t = {op.tiles, d.total_seconds, d.bound};
+      built[0] = time_option(b, shape, spec, fixed);
+      return;
     }
-    built[i] = std::move(t);
+    // A LimitError (DesignError, from validation, is one too): the option
+    // does not fit this spec, so it is not a legal one.
+    try {
+      built[i] = time_option(b, shape, spec, cands[i - 1]);
+    } catch (const LimitError&) {
+    }
   });
   TileChoice choice;
   choice.builder_default = *built[0];
