@@ -174,6 +174,7 @@ void reset_state(sim::LaunchState& st, const sim::LaunchState& ready) {
     reset_queue(c.sink_q, r.sink_q);
     c.moved = r.moved;
     c.repeat_sent = r.repeat_sent;
+    c.pending.clear();  // a run that threw between the partitions and their landing
     c.tally = {};  // a run that threw left its counts
   }
   for (size_t i = 0; i < st.cores.size(); ++i) {
@@ -248,57 +249,6 @@ bool heavy_calls(const sim::LaunchState& st) {
   return false;
 }
 
-// Partitions of a launch (sim::LaunchState::parts). Pools are joined through
-// the cores that use them and the connections that move between them; a
-// broadcast from a shim (x to every core of a GEMV) joins nothing: it runs in
-// the serial prefix. One partition, or a broadcast from a tile: none.
-void partition(sim::LaunchState& st) {
-  std::vector<size_t> parent(st.pools.size());
-  for (size_t i = 0; i < parent.size(); ++i) parent[i] = i;
-  auto root = [&](size_t i) {
-    while (parent[i] != i) i = parent[i] = parent[parent[i]];
-    return i;
-  };
-  auto join = [&](size_t a, size_t b) { parent[root(a)] = root(b); };
-  for (const auto& core : st.cores)
-    for (const auto& p : core.ports) join(static_cast<size_t>(p.pool), static_cast<size_t>(core.ports[0].pool));
-  std::vector<int> conn_pool(st.conns.size(), -1);  // a pool of the connection's partition
-  for (size_t i = 0; i < st.conns.size(); ++i) {
-    const sim::Connection& c = st.conns[i];
-    std::vector<int> pools;
-    if (!c.shim_source) pools.push_back(c.source.pool);
-    for (const auto& e : c.sinks) pools.push_back(e.pool);
-    if (c.shim_source && c.sinks.size() >= 2) {
-      st.prefix.push_back(i);
-      continue;
-    }
-    if (pools.empty()) return;  // shim to shim: nothing to place it with
-    for (int p : pools) join(static_cast<size_t>(p), static_cast<size_t>(pools[0]));
-    conn_pool[i] = pools[0];
-  }
-  std::map<size_t, sim::LaunchState::Part> by_root;
-  for (size_t i = 0; i < st.cores.size(); ++i)
-    if (!st.cores[i].ports.empty()) by_root[root(static_cast<size_t>(st.cores[i].ports[0].pool))].cores.push_back(i);
-  for (size_t i = 0; i < st.conns.size(); ++i)
-    if (conn_pool[i] >= 0) by_root[root(static_cast<size_t>(conn_pool[i]))].conns.push_back(i);
-  std::vector<sim::LaunchState::Part> parts;
-  for (auto& [r, part] : by_root) parts.push_back(std::move(part));
-  size_t placed = 0;
-  for (const auto& part : parts) placed += part.cores.size();
-  if (parts.size() < 2 || placed != st.cores.size()) {
-    st.prefix.clear();
-    return;
-  }
-  st.parts = std::move(parts);
-  st.gate_suffix_max.assign(st.wait_gate.size() + 1, 0);
-  for (size_t i = st.wait_gate.size(); i-- > 0;)
-    st.gate_suffix_max[i] = std::max(st.wait_gate[i], st.gate_suffix_max[i + 1]);
-  for (const auto& t : st.launch->sequence)
-    if (t.to_device)
-      for (const auto& h : st.design->host_buffers)
-        if (h.name == t.host_buffer) st.stream_bytes += detail::stream_bytes(t.pattern, h.bytes, h.elem_bytes);
-}
-
 bool worth_threads(const sim::LaunchState& st) {
   return st.groups.size() >= 2 && st.heavy && thread_count() >= 2;
 }
@@ -357,14 +307,22 @@ bool run_partitions(sim::LaunchState& st, sim::Recorder* rec) {
   // Parts are claimed one at a time by whichever thread is free: a GEMV's
   // first column may carry fewer streams than the others.
   if (rec) rec->begin_parts(st.parts.size());
-  parallel_for_each(st.parts.size(), [&](size_t p) {
-    if (rec) rec->begin_part(p);
-    struct End {
-      ~End() { sim::Recorder::end(); }
-    } end;
-    run_part(st, st.parts[p]);
-  });
+  {
+    struct SideBySide {  // off again however the partitions end (a run state is reused)
+      bool& on;
+      ~SideBySide() { on = false; }
+    } side{st.side_by_side = true};
+    parallel_for_each(st.parts.size(), [&](size_t p) {
+      if (rec) rec->begin_part(p);
+      struct End {
+        ~End() { sim::Recorder::end(); }
+      } end;
+      run_part(st, st.parts[p]);
+    });
+  }
   if (rec) rec->begin_tail();
+  for (const auto& part : st.parts)
+    for (size_t i : part.conns) sim::land_deferred(st, st.conns[i]);
   st.stats.host_partitions = static_cast<int>(st.parts.size());
   return true;
 }
@@ -457,7 +415,7 @@ std::shared_ptr<const PreparedDesign> Simulator::prepare(const Design& design) c
     mark_aliasing(*st);
     st->groups = core_groups(*st);  // once: two maps per launch per run were a dispatch's fixed cost
     st->heavy = heavy_calls(*st);
-    partition(*st);
+    sim::partition(*st);
     st->spec = nullptr;  // bound per run: this simulator may be copied or moved
     p->launches_.push_back(std::move(st));
     p->traces_.push_back(std::make_shared<sim::TraceSlot>());

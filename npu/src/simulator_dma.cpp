@@ -48,22 +48,15 @@ Runs normalize(const AccessPattern& p, int elem_bytes, int64_t region_bytes) {
   return r;
 }
 
-template <bool Gather>
-void copy_pattern(std::byte* region, const AccessPattern& p, int elem_bytes, int64_t region_bytes, std::byte* stream) {
-  Runs r = normalize(p, elem_bytes, region_bytes);
+// Calls f(byte offset) for each run of the pattern, in stream order.
+template <class F>
+void for_each_run(const Runs& r, int64_t repeat, F&& f) {
   const size_t n = r.sizes.size();
   std::vector<int64_t> idx(n, 0);
-  for (int64_t rep = 0; rep < p.repeat; ++rep) {
+  for (int64_t rep = 0; rep < repeat; ++rep) {
     int64_t pos = r.offset;
     for (;;) {
-      if constexpr (Gather) {
-        std::memcpy(stream, region + pos, r.run);
-        Recorder::copy(stream, region + pos, r.run);
-      } else {
-        std::memcpy(region + pos, stream, r.run);
-        Recorder::copy(region + pos, stream, r.run);
-      }
-      stream += r.run;
+      f(pos);
       size_t d = n;  // odometer over the outer dims, innermost first
       for (; d > 0; --d) {
         size_t k = d - 1;
@@ -75,6 +68,21 @@ void copy_pattern(std::byte* region, const AccessPattern& p, int elem_bytes, int
       if (d == 0) break;
     }
   }
+}
+
+template <bool Gather>
+void copy_pattern(std::byte* region, const AccessPattern& p, int elem_bytes, int64_t region_bytes, std::byte* stream) {
+  const Runs r = normalize(p, elem_bytes, region_bytes);
+  for_each_run(r, p.repeat, [&](int64_t pos) {
+    if constexpr (Gather) {
+      std::memcpy(stream, region + pos, r.run);
+      Recorder::copy(stream, region + pos, r.run);
+    } else {
+      std::memcpy(region + pos, stream, r.run);
+      Recorder::copy(region + pos, stream, r.run);
+    }
+    stream += r.run;
+  });
 }
 
 int channel_index(const LaunchState& st, TileCoord t, bool s2mm, const std::string& fifo) {
@@ -239,6 +247,16 @@ void source_sent(LaunchState& st, Connection& c) {
 
 }  // namespace
 
+std::vector<std::pair<int64_t, int64_t>> pattern_runs(const AccessPattern& p, int elem_bytes, int64_t region_bytes) {
+  const Runs r = normalize(p, elem_bytes, region_bytes);
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  for_each_run(r, p.repeat, [&](int64_t pos) {
+    if (!runs.empty() && runs.back().second == pos) runs.back().second = pos + r.run;
+    else runs.emplace_back(pos, pos + r.run);
+  });
+  return runs;
+}
+
 void gather(const std::byte* region, const AccessPattern& p, int elem_bytes, int64_t region_bytes, std::byte* stream) {
   copy_pattern<true>(const_cast<std::byte*>(region), p, elem_bytes, region_bytes, stream);
 }
@@ -310,6 +328,17 @@ void build_connections(LaunchState& st) {
   }
 }
 
+// A finished from_device task whose host bytes another partition writes
+// too, while the partitions run side by side: its stream waits in c.held.
+void hold_back(Connection& c, size_t task, size_t conn) {
+  c.held.resize(c.held_bytes);  // no reallocation once this run state has it
+  Recorder::scratch(conn, 3, c.held.data(), c.held_bytes);
+  const ShimQueue& q = c.sink_q;
+  std::memcpy(c.held.data() + c.held_at[task], q.staging.data(), static_cast<size_t>(q.size));
+  Recorder::copy(c.held.data() + c.held_at[task], q.staging.data(), q.size);
+  c.pending.push_back(task);
+}
+
 bool run_connection(LaunchState& st, Connection& c) {
   bool progress = false;
   const auto index = static_cast<size_t>(&c - st.conns.data());
@@ -379,7 +408,10 @@ bool run_connection(LaunchState& st, Connection& c) {
       if (q.pos == q.size) {  // task complete: land it in DDR
         const DmaTask& t = *q.tasks[q.next];
         const HostBuffer& h = host_info(st, t.host_buffer);
-        scatter(st.host->at(h.name).data(), t.pattern, h.elem_bytes, h.bytes, q.staging.data());
+        if (st.side_by_side && !c.defer_task.empty() && c.defer_task[q.next])
+          hold_back(c, q.next, index);
+        else
+          scatter(st.host->at(h.name).data(), t.pattern, h.elem_bytes, h.bytes, q.staging.data());
         c.tally.ddr_write_bytes += q.size;
         finish_task(st, q);
       }
@@ -396,6 +428,15 @@ bool run_connection(LaunchState& st, Connection& c) {
     progress = true;
   }
   return progress;
+}
+
+void land_deferred(LaunchState& st, Connection& c) {
+  for (size_t k : c.pending) {
+    const DmaTask& t = *c.sink_q.tasks[k];
+    const HostBuffer& h = host_info(st, t.host_buffer);
+    scatter(st.host->at(h.name).data(), t.pattern, h.elem_bytes, h.bytes, c.held.data() + c.held_at[k]);
+  }
+  c.pending.clear();
 }
 
 std::vector<std::string> describe_unfinished(const LaunchState& st) {

@@ -19,6 +19,9 @@ void scatter(std::byte* region, const AccessPattern& p, int elem_bytes, int64_t 
 // The byte offset of `p` in its region when its whole stream is one
 // contiguous run read once (no repeat), else -1.
 int64_t contiguous_offset(const AccessPattern& p, int elem_bytes, int64_t region_bytes);
+// The byte ranges [first, second) of a region that the pattern touches, in
+// the order it touches them (adjacent runs merged).
+std::vector<std::pair<int64_t, int64_t>> pattern_runs(const AccessPattern& p, int elem_bytes, int64_t region_bytes);
 
 // A ring of `depth` object slots; object n lives in slot n % depth. Writers and
 // readers each keep a cursor (objects completed); an object is readable when
@@ -146,6 +149,16 @@ struct Connection {
   ShimQueue sink_q;
   int64_t moved = 0;
   int64_t repeat_sent = 0;  // transfers of the current repeat group (Fifo::repeat)
+  // From_device tasks that write host bytes another partition's tasks write
+  // too (by index into sink_q.tasks; simulator.cpp resolve_host_overlaps):
+  // while the partitions run side by side, such a finished task's stream is
+  // held back in `held` at held_at[k] and lands after them, in partition
+  // order (land_deferred).
+  std::vector<bool> defer_task;
+  int64_t held_bytes = 0;  // the streams of every deferred task
+  std::vector<int64_t> held_at;
+  StreamBuffer held;
+  std::vector<size_t> pending;  // held tasks not landed yet, in completion order
   StreamBuffer temp;        // one gathered object (sized on first use per run)
   Tally tally;
 };
@@ -235,6 +248,7 @@ struct LaunchState {
   std::vector<size_t> gate_suffix_max;  // max of wait_gate over tasks i.. (one past the end: 0)
   int64_t stream_bytes = 0;             // bytes the to_device tasks read per run
   bool partitions_on = true;            // Simulator::set_host_partitions, bound per run
+  bool side_by_side = false;            // the partitions are running on host threads now
   // The tile memories (data() per tile, map order) bind_memory last bound to.
   std::vector<const std::byte*> bound_bases;
 };
@@ -247,9 +261,16 @@ void bind_memory(LaunchState& st, std::map<TileCoord, std::vector<std::byte>>& m
 bool run_core(LaunchState& st, CoreState& core);  // true if it made progress
 std::string describe_blocked(const LaunchState& st, const CoreState& core);
 
+// simulator_partition.cpp: fills st.parts, st.prefix and the held-back
+// from_device tasks (Connection::defer_task); no partitions when the launch
+// does not split.
+void partition(LaunchState& st);
+
 // simulator_dma.cpp
 void build_connections(LaunchState& st);
 bool run_connection(LaunchState& st, Connection& c);
+// Lands a from_device task held back while the partitions ran (defer_task).
+void land_deferred(LaunchState& st, Connection& c);
 // Moves done_prefix past every completed task (serial use only).
 void advance_done_prefix(LaunchState& st);
 // Adds every connection's tally to st.stats and zeroes it.

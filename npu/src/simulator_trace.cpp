@@ -74,7 +74,7 @@ Recorder::Recorder(const LaunchState& run, const LaunchState& prepared,
   }
   std::sort(fixed_.begin(), fixed_.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
   scratch_base_ = trace_.regions.size();
-  for (size_t i = 0; i < run.conns.size() * 3; ++i) trace_.regions.push_back({Region::Kind::scratch, {}, {}, 0, 0});
+  for (size_t i = 0; i < run.conns.size() * kScratchPerConn; ++i) trace_.regions.push_back({Region::Kind::scratch, {}, {}, 0, 0});
   trace_.partitions_on = run.partitions_on;
 }
 
@@ -168,7 +168,7 @@ void Recorder::scratch(size_t conn, int which, const std::byte* data, int64_t by
   ListState* ls = RecorderAccess::current();
   if (ls == nullptr) return;
   Recorder& rec = *ls->rec;
-  const auto region = static_cast<uint32_t>(rec.scratch_base_ + conn * 3 + static_cast<size_t>(which));
+  const auto region = static_cast<uint32_t>(rec.scratch_base_ + conn * kScratchPerConn + static_cast<size_t>(which));
   std::lock_guard lock(rec.scratch_mu_);
   std::erase_if(rec.scratch_, [&](const Range& r) { return r.region == region; });
   rec.scratch_.push_back({data, data + bytes, region});

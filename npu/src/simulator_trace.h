@@ -130,7 +130,9 @@ class Recorder {
   // Hooks: no-ops unless this thread is recording.
   static void copy(std::byte* dst, const std::byte* src, int64_t bytes);
   static void call(const CoreState& cs, const Instr& in, std::span<const std::span<std::byte>> args);
-  // Connection `conn`'s staging (which 0: source queue, 1: sink queue, 2: temp) now at `data`.
+  // Connection `conn`'s staging (which 0: source queue, 1: sink queue, 2: temp,
+  // 3: held-back from_device streams) now at `data`.
+  static constexpr size_t kScratchPerConn = 4;
   static void scratch(size_t conn, int which, const std::byte* data, int64_t bytes);
 
  private:
