@@ -22,6 +22,17 @@ if(TESSERA_SANITIZE)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
+# ThreadSanitizer: the pool, the session's lowering thread beside a prompt
+# and the manifest check run on their own threads. Not with ASan (one runtime
+# per process); the vector clones are off under it (kernels/src/vec_ops.h).
+if(TESSERA_TSAN)
+  if(TESSERA_SANITIZE OR TESSERA_FUZZ)
+    message(FATAL_ERROR "TESSERA_TSAN cannot be combined with TESSERA_SANITIZE or TESSERA_FUZZ")
+  endif()
+  add_compile_options(-fsanitize=thread)
+  add_link_options(-fsanitize=thread)
+endif()
+
 # Each test executable compiles its files in batches of 8 (one translation unit
 # each): the headers they share (gtest, nlohmann/json, the standard library)
 # are parsed and their templates compiled once per batch, which halves the

@@ -15,7 +15,9 @@ inline constexpr int kLanes = 16;
 // AVX2, picked at load time. AVX2 without FMA: the same lane-wise multiplies
 // and adds in the same order, only 8 lanes per instruction instead of 4, so
 // results are bit-identical to the baseline build.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+// Not under ThreadSanitizer: the clones' ifunc resolvers run before its
+// runtime is up, and the program dies before main.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define TESSERA_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define TESSERA_VECTOR_CLONES

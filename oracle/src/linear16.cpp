@@ -223,7 +223,11 @@ template <int R, class W>
   }
 }
 
-[[gnu::target_clones("avx2", "default")]] void gemv_range_f32(const float* x, int64_t in,
+// Not under ThreadSanitizer, whose runtime is not up when ifunc resolvers run.
+#ifndef __SANITIZE_THREAD__
+[[gnu::target_clones("avx2", "default")]]
+#endif
+void gemv_range_f32(const float* x, int64_t in,
                                                               const float* w, int64_t rows,
                                                               float* y) {
   gemv_range<Lanes::natural>(x, x, in, w, rows, y);

@@ -96,5 +96,34 @@ TEST(ParallelForEach, RunsEveryIndexOnce) {
                std::runtime_error);
 }
 
+// Thousands of short jobs back to back, as a decode token's GEMVs come: a
+// thread still finishing one job's last chunk must never take a chunk of the
+// next job, or run one twice. Each job writes its own stamp into every index
+// it covers; a chunk run twice, skipped, or run under another job's function
+// leaves a wrong count or stamp.
+TEST(ParallelFor, BackToBackJobsRunEachChunkOnceUnderTheirOwnJob) {
+  constexpr size_t kJobs = 20000;
+  std::vector<std::atomic<int>> runs(13);
+  std::vector<std::atomic<size_t>> stamp(13);
+  for (size_t j = 0; j < kJobs; ++j) {
+    const size_t n = 2 + j % 12;  // 2..13 indices, so chunk counts vary job to job
+    for (size_t i = 0; i < n; ++i) runs[i] = 0;
+    parallel_for(n, [&, j](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        runs[i] += 1;
+        stamp[i] = j;
+      }
+    });
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(runs[i].load(), 1) << "job " << j << " index " << i;
+      ASSERT_EQ(stamp[i].load(), j) << "job " << j << " index " << i;
+    }
+    if (j % 2 == 0) {
+      parallel_for_each(n, [&, j](size_t i) { stamp[i] = j + 1; });
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(stamp[i].load(), j + 1) << "job " << j << " each " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera
