@@ -1,6 +1,8 @@
 #include "tessera/kernels/gemm.h"
 
 #include <cstring>
+#include <memory>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -145,6 +147,39 @@ TEST(Gemm, BoundRejectsTruncatingFinalize) {
   }
   GemmRef r = reference(a, b, d);
   EXPECT_FALSE(within(truncated, r.value, gemm_bound(r, d.k, true)));
+}
+
+// The replay entries (params bound once) write every bit run() writes, for
+// gemm_init, gemm_acc and the fused gemm, with operand offsets and both B
+// layouts on a ragged shape; gemm_acc adds to what is in acc already.
+TEST(Gemm, ReplayEntriesWriteWhatRunWrites) {
+  for (const bool nk : {false, true})
+    for (const char* kernel : {"gemm_init", "gemm_acc", "gemm"}) {
+      SCOPED_TRACE(std::string(kernel) + (nk ? " nk" : " kn"));
+      const GemmDims d{5, 24, 19, nk};
+      npu::KernelParams p = params(d);
+      p["a_off"] = int64_t{3};
+      p["b_off"] = int64_t{7};
+      const npu::KernelDef& def = registry().get(kernel);
+      ASSERT_NE(def.replay, nullptr);
+      ASSERT_TRUE(def.bind);
+      const std::shared_ptr<const void> bound = def.bind(p);
+      auto a = random_bf16(3 + d.m * d.k, 31, -1, 1), b = random_bf16(7 + d.k * d.n, 32, -1, 1);
+      const bool fused = std::string(kernel) == "gemm";
+      const std::vector<bf16> start = random_bf16(d.m * d.n, 33);  // what gemm_acc adds to
+      std::vector<float> acc_ran(start.size());
+      for (size_t i = 0; i < start.size(); ++i) acc_ran[i] = bf16_to_f32(start[i]);
+      std::vector<float> acc_replayed = acc_ran;
+      std::vector<bf16> c_ran(d.m * d.n), c_replayed(d.m * d.n);
+      auto out = [&](bool replayed) {
+        return replayed ? (fused ? bytes_of(c_replayed) : bytes_of(acc_replayed))
+                        : (fused ? bytes_of(c_ran) : bytes_of(acc_ran));
+      };
+      call_kernel(def, p, bound.get(), {bytes_of(a), bytes_of(b), out(false)}, false);
+      call_kernel(def, p, bound.get(), {bytes_of(a), bytes_of(b), out(true)}, true);
+      EXPECT_EQ(0, std::memcmp(acc_ran.data(), acc_replayed.data(), acc_ran.size() * sizeof(float)));
+      EXPECT_EQ(0, std::memcmp(c_ran.data(), c_replayed.data(), c_ran.size() * sizeof(bf16)));
+    }
 }
 
 TEST(Gemm, RejectsShortArgsAndBadLayout) {
