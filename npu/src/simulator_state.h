@@ -150,7 +150,7 @@ struct Connection {
   int64_t moved = 0;
   int64_t repeat_sent = 0;  // transfers of the current repeat group (Fifo::repeat)
   // From_device tasks that write host bytes another partition's tasks write
-  // too (by index into sink_q.tasks; simulator.cpp resolve_host_overlaps):
+  // too (by index into sink_q.tasks; simulator_partition.cpp):
   // while the partitions run side by side, such a finished task's stream is
   // held back in `held` at held_at[k] and lands after them, in partition
   // order (land_deferred).
@@ -236,7 +236,7 @@ struct LaunchState {
   // (simulator.cpp core_groups), and whether any call is worth a thread.
   std::vector<std::vector<size_t>> groups;
   bool heavy = false;
-  // Partitions (simulator.cpp partition): cores and connections that touch
+  // Partitions (simulator_partition.cpp): cores and connections that touch
   // disjoint pools once the broadcasts from a shim in `prefix` have landed.
   // When every task left is past its wait, each partition may run to its end
   // on its own host thread with the serial order's results.
