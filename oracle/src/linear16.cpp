@@ -16,8 +16,6 @@
 #include "tessera/core/bf16x16.h"
 #include "tessera/core/error.h"
 #include "tessera/core/quant_blocks.h"
-#include "tessera/core/quant_blocks_avx2.h"
-#include "tessera/core/quant_blocks_avx512.h"
 #include "tessera/core/threads.h"
 #include "tessera/oracle/ops.h"
 
@@ -241,98 +239,6 @@ void gemv_range_f32(const float* x, int64_t in,
   gemv_range<Lanes::interleaved>(x, xp, in, w, rows, y);
 }
 
-// Block-format rows (Q4_0 / Q4_1 / Q8_0) decoded in registers, a block of 32
-// columns at a time, into the same natural lanes and the same sums as
-// gemv_range_f32() on the decoded rows: columns k..k+7 of every 16 into lanes
-// 0-7, k+8..k+15 into 8-15, product rounded, then added (in is a whole number
-// of blocks, so there is no ragged tail).
-// One format per instantiation, the four products of a block written out on
-// two named accumulators: with the format a run-time value and the products
-// in a loop over acc[g % 2], the accumulators lived on the stack and every
-// add waited on a store (a third of the kernel's samples).
-template <DType D>
-[[gnu::target("avx2")]] void gemv_range_blocks_avx2(const float* x, int64_t in, const std::byte* w, int64_t rows,
-                                                    float* y) {
-  const size_t block_bytes = dtype_block_bytes(D);
-  const size_t row_bytes = static_cast<size_t>(in / kQuantBlock) * block_bytes;
-  for (int64_t r = 0; r < rows; ++r) {
-    const std::byte* row = w + static_cast<size_t>(r) * row_bytes;
-    __builtin_prefetch(row + row_bytes);
-    f32x8 acc0{}, acc1{};
-    for (int64_t k = 0; k < in; k += kQuantBlock) {
-      __m256 v[4];
-      quant::decode_block_avx2(D, row + static_cast<size_t>(k / kQuantBlock) * block_bytes, v);
-      f32x8 x0, x1, x2, x3;
-      std::memcpy(&x0, x + k, sizeof x0);
-      std::memcpy(&x1, x + k + 8, sizeof x1);
-      std::memcpy(&x2, x + k + 16, sizeof x2);
-      std::memcpy(&x3, x + k + 24, sizeof x3);
-      acc0 += reinterpret_cast<const f32x8&>(v[0]) * x0;
-      acc1 += reinterpret_cast<const f32x8&>(v[1]) * x1;
-      acc0 += reinterpret_cast<const f32x8&>(v[2]) * x2;
-      acc1 += reinterpret_cast<const f32x8&>(v[3]) * x3;
-    }
-    y[r] = fold<Lanes::natural>(acc0, acc1);
-  }
-}
-
-// The same sums with AVX-512: one 16-float accumulator holds acc0 (lanes 0-7)
-// and acc1 (8-15) above, so columns 0-15 of a block add to it first and
-// 16-31 second, each product rounded before its add, as there. Half the
-// instructions, and F16C scales (about 1.5x the AVX2 kernel on a Zen 4 core).
-template <DType D>
-[[gnu::target(TESSERA_AVX512_TARGET)]] void gemv_range_blocks_avx512(const float* x, int64_t in,
-                                                                    const std::byte* w, int64_t rows, float* y) {
-  const size_t block_bytes = dtype_block_bytes(D);
-  const size_t row_bytes = static_cast<size_t>(in / kQuantBlock) * block_bytes;
-  for (int64_t r = 0; r < rows; ++r) {
-    const std::byte* row = w + static_cast<size_t>(r) * row_bytes;
-    simd::f32x16 acc{};
-    for (int64_t k = 0; k < in; k += kQuantBlock) {
-      const std::byte* block = row + static_cast<size_t>(k / kQuantBlock) * block_bytes;
-      // A row is a few hundred bytes: a prefetch of the next row comes too
-      // late for a stream the hardware prefetcher has not picked up yet.
-      __builtin_prefetch(block + 2048);
-      simd::f32x16 lo, hi, x0, x1;
-      quant::decode_block_avx512<D>(block, lo, hi);
-      std::memcpy(&x0, x + k, sizeof x0);
-      std::memcpy(&x1, x + k + 16, sizeof x1);
-      acc += lo * x0;
-      acc += hi * x1;
-    }
-    const f32x8 acc0 = __builtin_shufflevector(acc, acc, 0, 1, 2, 3, 4, 5, 6, 7);
-    const f32x8 acc1 = __builtin_shufflevector(acc, acc, 8, 9, 10, 11, 12, 13, 14, 15);
-    y[r] = fold<Lanes::natural>(acc0, acc1);
-  }
-}
-
-}  // namespace
-
-namespace detail {
-bool block_kernel_runs(BlockKernel k) {
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  static const bool avx512 = simd::cpu_has_avx512();
-  return k == BlockKernel::avx512 ? avx512 : avx2;
-}
-
-void gemv_blocks(BlockKernel k, DType d, const float* x, int64_t in, const std::byte* w, int64_t rows, float* y) {
-  TESSERA_CHECK(block_kernel_runs(k), "the {} block GEMV on a CPU without it",
-                k == BlockKernel::avx512 ? "AVX-512" : "AVX2");
-  auto run = [&]<DType D>() {
-    if (k == BlockKernel::avx512) gemv_range_blocks_avx512<D>(x, in, w, rows, y);
-    else gemv_range_blocks_avx2<D>(x, in, w, rows, y);
-  };
-  switch (d) {
-    case DType::q8_0: return run.template operator()<DType::q8_0>();
-    case DType::q4_0: return run.template operator()<DType::q4_0>();
-    case DType::q4_1: return run.template operator()<DType::q4_1>();
-    default: throw_error<InternalError>("block GEMV on {}, not a block format", dtype_name(d));
-  }
-}
-}  // namespace detail
-
-namespace {
-
 // x with each whole group of 16 columns in the interleaved lanes' positions.
 std::vector<float> interleave_x(const float* x, int64_t in) {
   std::vector<float> xp(static_cast<size_t>(in));
@@ -370,31 +276,29 @@ void gemv_any(const float* x, int64_t in, const Tensor* w, const float* wf, int6
     }, chunk_rows(in, 2));
     return;
   }
-  // A block format is decoded in registers where the CPU has AVX2: memory is
+  // A block format is summed as it is stored (gemv_blocks.cpp): memory is
   // read once, in the stored format (for Q4_1 a sixth of f32).
-  using detail::BlockKernel;
-  const bool blocks = dtype_is_block(w->dtype());
-  const BlockKernel kernel = detail::block_kernel_runs(BlockKernel::avx512) ? BlockKernel::avx512 : BlockKernel::avx2;
-  if (blocks && detail::block_kernel_runs(BlockKernel::avx2)) {  // AVX-512 implies AVX2
+  if (dtype_is_block(w->dtype())) {
     const size_t row_bytes = static_cast<size_t>(in / kQuantBlock) * dtype_block_bytes(w->dtype());
+    const detail::BlockKernel kernel = detail::widest_block_kernel();
+    const std::vector<float> sums = detail::block_x_sums(w->dtype(), x, in);
     parallel_for(static_cast<size_t>(out), [&](size_t r0, size_t r1) {
       detail::gemv_blocks(kernel, w->dtype(), x, in, w->bytes() + r0 * row_bytes, static_cast<int64_t>(r1 - r0),
-                          y + r0);
+                          y + r0, sums.empty() ? nullptr : sums.data());
     }, chunk_rows(in, 1));
     return;
   }
-  // f16 has no shift-only widening, and without AVX2 a block format is
-  // decoded a few rows at a time: both through a buffer that stays in cache.
-  const size_t chunk = blocks ? chunk_rows(in, 1) : chunk_rows(in, 4);
-  const size_t step = blocks ? 4 : chunk;
+  // f16 has no shift-only widening: decoded a few rows at a time through a
+  // buffer that stays in cache.
   parallel_for(static_cast<size_t>(out), [&](size_t r0, size_t r1) {
+    const size_t step = chunk_rows(in, 4);
     std::vector<float> buf(std::min(step, r1 - r0) * static_cast<size_t>(in));
     for (size_t b = r0; b < r1; b += step) {
       const int64_t n = static_cast<int64_t>(std::min(step, r1 - b));
       rows_to_f32(*w, static_cast<int64_t>(b), n, buf.data());
       gemv_range_f32(x, in, buf.data(), n, y + b);
     }
-  }, chunk);
+  }, chunk_rows(in, 4));
 }
 
 }  // namespace

@@ -257,46 +257,6 @@ TEST(Linear, SixteenBitWeightsMatchTheirWideningBitForBit) {
         }
 }
 
-// linear() on a block-format matrix (a GGUF's Q4_0 / Q4_1 / Q8_0 tensor kept
-// as the file holds it) must give every bit of linear() on its decoding: the
-// decode GEMV decodes a few rows at a time into a buffer, prefill decodes the
-// whole matrix for sgemm.
-TEST(Linear, BlockFormatWeightsMatchTheirDecodingBitForBit) {
-  std::mt19937 rng(21);
-  for (const DType dtype : {DType::q4_0, DType::q4_1, DType::q8_0})
-    for (const int64_t in : {32, 96, 576, 1536})
-      for (const int64_t out : {1, 3, 5, 37, 130})
-        for (const int64_t rows : {1, 3}) {
-          Tensor w(dtype, {out, in});
-          const size_t block = dtype_block_bytes(dtype);
-          std::byte* p = w.mutable_bytes();
-          for (size_t b = 0; b < w.nbytes() / block; ++b) {
-            for (size_t i = 0; i < block; ++i) p[b * block + i] = static_cast<std::byte>(rng() & 0xFF);
-            const uint16_t d = f32_to_f16(0.001f + static_cast<float>(rng() % 1000) * 1e-4f);
-            std::memcpy(p + b * block, &d, 2);  // a finite scale (random bits may be NaN)
-            const uint16_t m = f32_to_f16(-0.5f + static_cast<float>(rng() % 1000) * 1e-3f);
-            if (dtype == DType::q4_1) std::memcpy(p + b * block + 2, &m, 2);
-          }
-          const std::vector<float> wide = w.to_f32_vector();
-          const auto x = random_vector(static_cast<size_t>(rows * in), 12);
-          std::vector<float> got(static_cast<size_t>(rows * out)), want(got.size());
-          linear(x.data(), rows, in, w, out, nullptr, got.data());
-          linear(x.data(), rows, in, wide.data(), out, nullptr, want.data());
-          EXPECT_EQ(got, want) << dtype_name(dtype) << " in " << in << " out " << out << " rows " << rows;
-          // Every decode block kernel this CPU runs, not only the one gemv() picks.
-          for (const auto k : {detail::BlockKernel::avx2, detail::BlockKernel::avx512}) {
-            if (rows != 1 || !detail::block_kernel_runs(k)) continue;
-            std::vector<float> direct(static_cast<size_t>(out));
-            detail::gemv_blocks(k, dtype, x.data(), in, w.bytes(), out, direct.data());
-            EXPECT_TRUE(std::equal(direct.begin(), direct.end(), want.begin()))
-                << dtype_name(dtype) << " kernel " << static_cast<int>(k) << " in " << in << " out " << out;
-          }
-          std::vector<float> row(static_cast<size_t>(in));
-          rows_to_f32(w, out - 1, 1, row.data());
-          EXPECT_TRUE(std::equal(row.begin(), row.end(), wide.end() - in)) << dtype_name(dtype);
-        }
-}
-
 // Decode's gemv() sums every row in dot_reference()'s order, bit for bit, on
 // f32 and bf16 weights (both bf16 kernels: AVX2 and baseline), for widths off the 16-lane body (tails of 1-15
 // columns) and row counts off the 4-row groups: so no ISA, BLAS build or

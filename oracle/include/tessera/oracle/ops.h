@@ -4,6 +4,7 @@
 // Matrices are row-major; a weight W is (out_features, in_features) as in HF.
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "tessera/core/tensor.h"
 
@@ -32,18 +33,40 @@ namespace detail {
 void gemv_bf16_baseline(const float* x, int64_t in, const bf16* w, int64_t rows, float* y);
 // gemv()'s kernels for block-format rows (Q4_0 / Q4_1 / Q8_0, in a whole
 // number of blocks), by instruction set: gemv() takes the widest one the CPU
-// runs, and the tests check every one it runs against the decoded rows.
-enum class BlockKernel { avx2, avx512 };
+// runs, and the tests check every one it runs against block_dot_reference().
+enum class BlockKernel { scalar, avx2, avx512 };
 bool block_kernel_runs(BlockKernel k);
-void gemv_blocks(BlockKernel k, DType d, const float* x, int64_t in, const std::byte* w, int64_t rows, float* y);
+BlockKernel widest_block_kernel();
+// x_sums: block_x_sums(d, x, in), computed once for a call's row chunks
+// (nullptr: computed here).
+void gemv_blocks(BlockKernel k, DType d, const float* x, int64_t in, const std::byte* w, int64_t rows, float* y,
+                 const float* x_sums = nullptr);
+std::vector<float> block_x_sums(DType d, const float* x, int64_t in);
 }  // namespace detail
+
+// The order gemv() sums a block-format row in (Q4_0 / Q4_1 / Q8_0, a GGUF's
+// tensors as stored; in a whole number of blocks), as a plain loop. A row is
+// summed as it is stored, not decoded first: block b (columns 32b..32b+31)
+// has integers q (q8_0 q, q4_0 q - 8, q4_1 q; exact floats), scale d and,
+// for Q4_1, minimum m, so that weight j is d q_j (+ m). Per block,
+//   t[c] = fma(q[16 + c], x[16 + c], q[c] * x[c])   for the 16 lanes c,
+//   acc_{b mod 2}[c] = fma(d, t[c], acc_{b mod 2}[c]),
+//   Q4_1 only: ms_{b mod 2} = fma(m, S_b, ms_{b mod 2}), S_b = the sum of the
+//   block's x (x[c] + x[16 + c] in lane c, folded as dot_reference() folds);
+// then y = fold(acc_0 + acc_1) (+ (ms_0 + ms_1)). Every term reaches y through
+// at most ceil(blocks / 2) + 8 roundings, so with u = 2^-24 and
+// g = (ceil(blocks / 2) + 8) u / (1 - (ceil(blocks / 2) + 8) u),
+//   |y - sum_j w_j x_j| <= g * (sum_j |d q_j x_j| + sum_b |m_b| sum_j |x_j|)
+// (tests/oracle/ops_test.cpp checks that bound against a double-precision sum).
+float block_dot_reference(DType d, const float* x, const std::byte* row, int64_t in);
 
 // linear() with W a 2-D F32, BF16, F16 or block-format (Q4_0, Q4_1, Q8_0)
 // tensor (out, in), never converted whole when rows == 1: gemv() reads bf16
-// rows in place (widened in a register: exact), f16 and block rows decoded a
-// few at a time into a buffer that stays in cache, so every bit of y is that
-// of linear() on the decoded matrix. rows > 1 (sgemm) widens the whole
-// matrix for the call.
+// rows in place (widened in a register: exact) and f16 rows decoded a few at
+// a time into a buffer that stays in cache, so every bit of y is that of
+// linear() on the decoded matrix; block rows are summed as stored, each y[o]
+// block_dot_reference() of its row, bit for bit. rows > 1 (sgemm) widens the
+// whole matrix for the call.
 void linear(const float* x, int64_t rows, int64_t in, const Tensor& w, int64_t out,
             const float* bias, float* y);
 
