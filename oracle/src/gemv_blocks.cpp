@@ -194,42 +194,52 @@ template <DType D>
   if constexpr (D == DType::q4_0) hi -= 8.0f;
 }
 
+// One block of sum_row() onto acc, with its scale d broadcast.
+template <DType D>
+[[gnu::target(TESSERA_AVX512_TARGET), gnu::always_inline]] inline void block_avx512(const std::byte* s,
+                                                                                    const float* xb,
+                                                                                    const f32x16& d, f32x16& acc) {
+  f32x16 lo, hi, x0, x1;
+  integers_avx512<D>(s, lo, hi);
+  std::memcpy(&x0, xb, sizeof x0);
+  std::memcpy(&x1, xb + 16, sizeof x1);
+  acc = _mm512_fmadd_ps(d, _mm512_fmadd_ps(hi, x1, lo * x0), acc);
+}
+
 // sum_row() two blocks a step, one per accumulator (two add chains: one was
 // latency-bound), both blocks' scales from one F16C conversion.
 template <DType D>
 [[gnu::target(TESSERA_AVX512_TARGET)]] void gemv_range_avx512(const float* x, const float* sums, int64_t blocks,
                                                               const std::byte* w, int64_t rows, float* y) {
   constexpr size_t kBytes = D == DType::q8_0 ? 34 : D == DType::q4_1 ? 20 : 18;
-  const __m512i third = _mm512_set1_epi32(2);
+  const __m512i first = _mm512_setzero_si512(), third = _mm512_set1_epi32(2);
   for (int64_t r = 0; r < rows; ++r) {
     const std::byte* row = w + static_cast<size_t>(r) * static_cast<size_t>(blocks) * kBytes;
     f32x16 acc[2] = {};
     __m128 msum = _mm_setzero_ps();  // lanes 1 and 3: msum[0] and msum[1]
-    for (int64_t b = 0; b < blocks; b += 2) {
+    int64_t b = 0;
+    for (; b + 2 <= blocks; b += 2) {
       const std::byte* s = row + static_cast<size_t>(b) * kBytes;
       __builtin_prefetch(s + 2048);
-      const bool pair = b + 1 < blocks;
-      int32_t h[2] = {};
-      std::memcpy(&h[0], s, 4);
-      if (pair) std::memcpy(&h[1], s + kBytes, 4);
+      int32_t h0, h1;
+      std::memcpy(&h0, s, 4);
+      std::memcpy(&h1, s + kBytes, 4);
       // d0 m0 d1 m1 (a q4_0 / q8_0 block's second half is its first quants:
       // converted, never used)
-      const __m128 dm = _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(h[0]), h[1], 1));
-      if constexpr (D == DType::q4_1)
-        msum = _mm_fmadd_ps(dm, _mm_set_ps(pair ? sums[b + 1] : 0.0f, 0.0f, sums[b], 0.0f), msum);
-      const __m512i dmz = _mm512_zextsi128_si512(_mm_castps_si128(dm));
-      const f32x16 d0 = _mm512_maskz_permutexvar_ps(0xFFFF, _mm512_setzero_si512(), _mm512_castsi512_ps(dmz));
-      f32x16 lo, hi, x0, x1;
-      integers_avx512<D>(s, lo, hi);
-      std::memcpy(&x0, x + b * kQuantBlock, sizeof x0);
-      std::memcpy(&x1, x + b * kQuantBlock + 16, sizeof x1);
-      acc[0] = _mm512_fmadd_ps(d0, _mm512_fmadd_ps(hi, x1, lo * x0), acc[0]);
-      if (!pair) break;
-      const f32x16 d1 = _mm512_maskz_permutexvar_ps(0xFFFF, third, _mm512_castsi512_ps(dmz));
-      integers_avx512<D>(s + kBytes, lo, hi);
-      std::memcpy(&x0, x + (b + 1) * kQuantBlock, sizeof x0);
-      std::memcpy(&x1, x + (b + 1) * kQuantBlock + 16, sizeof x1);
-      acc[1] = _mm512_fmadd_ps(d1, _mm512_fmadd_ps(hi, x1, lo * x0), acc[1]);
+      const __m128 dm = _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(h0), h1, 1));
+      if constexpr (D == DType::q4_1) msum = _mm_fmadd_ps(dm, _mm_set_ps(sums[b + 1], 0.0f, sums[b], 0.0f), msum);
+      const __m512 dmz = _mm512_castsi512_ps(_mm512_zextsi128_si512(_mm_castps_si128(dm)));
+      block_avx512<D>(s, x + b * kQuantBlock, _mm512_maskz_permutexvar_ps(0xFFFF, first, dmz), acc[0]);
+      block_avx512<D>(s + kBytes, x + (b + 1) * kQuantBlock, _mm512_maskz_permutexvar_ps(0xFFFF, third, dmz),
+                      acc[1]);
+    }
+    if (b < blocks) {  // an odd count's last block: even, so the first chain
+      const std::byte* s = row + static_cast<size_t>(b) * kBytes;
+      int32_t h0;
+      std::memcpy(&h0, s, 4);
+      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(h0));
+      if constexpr (D == DType::q4_1) msum = _mm_fmadd_ps(dm, _mm_set_ps(0.0f, 0.0f, sums[b], 0.0f), msum);
+      block_avx512<D>(s, x + b * kQuantBlock, _mm512_maskz_broadcastss_ps(0xFFFF, dm), acc[0]);
     }
     const f32x16 both = acc[0] + acc[1];
     const float sum = fold(__builtin_shufflevector(both, both, 0, 1, 2, 3, 4, 5, 6, 7),
