@@ -4,12 +4,13 @@
 //
 // Why a block is summed factored, d * sum(q x) (+ m * sum(x) for Q4_1), and
 // not as a dot product of the decoded row: decoding first costs a 16-value
-// table (d * q + m) per block and a rounded product per weight, and it was
-// throughput-bound at 2.15 ns per Q4_1 block on one Zen 4 core, about 9 GB/s.
-// Factored, the integers q are exact floats that need no table and a block
-// pays one multiply by d (1.78 ns, the same microbenchmark). Both are FP32
-// evaluations of the same sum: a weight d * q + m is exact in f32 for every
-// f16 d and m, so only the rounding of the sum changes, bounded in ops.h.
+// table (d * q + m) per block and a rounded product per weight, and that
+// kernel was throughput-bound at about 8 GB/s of Q4_1 blocks on one Zen 4
+// core (bench/oracle_bench.cpp, BM_OracleBlockGemv). Factored, the integers q
+// are exact floats that need no table, and a block pays one multiply by d:
+// 10-11 GB/s on the same benchmark. Both are FP32 evaluations of
+// sum_j (d q_j + m) x_j; only where that sum is rounded changes (bounded in
+// ops.h).
 //
 // This file is compiled with -ffp-contract=off (CMakeLists.txt): every fused
 // multiply-add below is written out, so the loop and the kernels round at the

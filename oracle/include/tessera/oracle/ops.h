@@ -57,7 +57,7 @@ std::vector<float> block_x_sums(DType d, const float* x, int64_t in);
 // at most ceil(blocks / 2) + 8 roundings, so with u = 2^-24 and
 // g = (ceil(blocks / 2) + 8) u / (1 - (ceil(blocks / 2) + 8) u),
 //   |y - sum_j w_j x_j| <= g * (sum_j |d q_j x_j| + sum_b |m_b| sum_j |x_j|)
-// (tests/oracle/ops_test.cpp checks that bound against a double-precision sum).
+// (tests/oracle/gemv_blocks_test.cpp checks that bound against a double-precision sum).
 float block_dot_reference(DType d, const float* x, const std::byte* row, int64_t in);
 
 // linear() with W a 2-D F32, BF16, F16 or block-format (Q4_0, Q4_1, Q8_0)
