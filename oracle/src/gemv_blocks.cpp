@@ -24,6 +24,7 @@
 #include "tessera/core/error.h"
 #include "tessera/core/quant_blocks.h"
 #include "tessera/oracle/ops.h"
+#include "lane_fold.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -56,20 +57,13 @@ void block_integers(DType d, const std::byte* s, float (&q)[kQuantBlock]) {
   }
 }
 
-// dot_reference()'s fold of 16 lanes: lane c += lane c + 8, + 4, + 2, + 1.
-float fold(float (&lane)[16]) {
-  for (int half = 8; half > 0; half /= 2)
-    for (int j = 0; j < half; ++j) lane[j] += lane[j + half];
-  return lane[0];
-}
-
 // S_b = sum of x over block b, columns c and c + 16 added in lane c, folded.
 std::vector<float> block_sums(const float* x, int64_t blocks) {
   std::vector<float> sums(static_cast<size_t>(blocks));
   for (int64_t b = 0; b < blocks; ++b) {
     float lane[16];
     for (int c = 0; c < 16; ++c) lane[c] = x[b * kQuantBlock + c] + x[b * kQuantBlock + 16 + c];
-    sums[static_cast<size_t>(b)] = fold(lane);
+    sums[static_cast<size_t>(b)] = detail::fold_lanes(lane);
   }
   return sums;
 }
@@ -93,23 +87,14 @@ float sum_row(DType d, const float* x, const float* sums, const std::byte* row, 
   }
   float lane[16];
   for (int c = 0; c < 16; ++c) lane[c] = acc[0][c] + acc[1][c];
-  const float y = fold(lane);
+  const float y = detail::fold_lanes(lane);
   return d == DType::q4_1 ? y + (msum[0] + msum[1]) : y;
 }
 
 #if defined(__x86_64__)
 using simd::f32x16;
 using simd::i32x16;
-using f32x8 = float __attribute__((vector_size(32)));
-using f32x4 = float __attribute__((vector_size(16)));
-using f32x2 = float __attribute__((vector_size(8)));
-
-[[gnu::always_inline]] inline float fold(const f32x8& a, const f32x8& b) {
-  const f32x8 s8 = a + b;
-  const f32x4 s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
-  const f32x2 s2 = __builtin_shufflevector(s4, s4, 0, 1) + __builtin_shufflevector(s4, s4, 2, 3);
-  return s2[0] + s2[1];
-}
+using simd::f32x8;
 
 // The block's integers in four 8-float registers, columns 0-7 .. 24-31.
 template <DType D>
@@ -166,7 +151,7 @@ template <DType D>
     std::memcpy(&lanes[1], &a_hi, sizeof a_hi);
     std::memcpy(&lanes[2], &b_lo, sizeof b_lo);
     std::memcpy(&lanes[3], &b_hi, sizeof b_hi);
-    const float sum = fold(lanes[0] + lanes[2], lanes[1] + lanes[3]);
+    const float sum = detail::fold_lanes(lanes[0] + lanes[2], lanes[1] + lanes[3]);
     y[r] = D == DType::q4_1 ? sum + (msum[0] + msum[1]) : sum;
   }
 }
@@ -243,8 +228,8 @@ template <DType D>
       block_avx512<D>(s, x + b * kQuantBlock, _mm512_maskz_broadcastss_ps(0xFFFF, dm), acc[0]);
     }
     const f32x16 both = acc[0] + acc[1];
-    const float sum = fold(__builtin_shufflevector(both, both, 0, 1, 2, 3, 4, 5, 6, 7),
-                           __builtin_shufflevector(both, both, 8, 9, 10, 11, 12, 13, 14, 15));
+    const float sum = detail::fold_lanes(__builtin_shufflevector(both, both, 0, 1, 2, 3, 4, 5, 6, 7),
+                                         __builtin_shufflevector(both, both, 8, 9, 10, 11, 12, 13, 14, 15));
     if constexpr (D == DType::q4_1) {
       alignas(16) float m[4];
       _mm_store_ps(m, msum);

@@ -18,6 +18,7 @@
 #include "tessera/core/quant_blocks.h"
 #include "tessera/core/threads.h"
 #include "tessera/oracle/ops.h"
+#include "lane_fold.h"
 
 namespace tessera::oracle {
 
@@ -55,9 +56,7 @@ float dot_reference(const float* x, const float* w, int64_t in) {
     const float product = w[k] * x[k];
     lane[k % kDotLanes] += product;
   }
-  for (int half = kDotLanes / 2; half > 0; half /= 2)
-    for (int j = 0; j < half; ++j) lane[j] += lane[j + half];
-  return lane[0];
+  return detail::fold_lanes(lane);
 }
 
 namespace {
@@ -94,10 +93,7 @@ constexpr int position(int lane) {
 template <Lanes L>
 [[gnu::always_inline]] inline float fold(const f32x8& a, const f32x8& b) {
   if constexpr (L == Lanes::interleaved) return simd::fold_interleaved(a, b);
-  const f32x8 s8 = a + b;
-  const f32x4 s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
-  const f32x2 s2 = __builtin_shufflevector(s4, s4, 0, 1) + __builtin_shufflevector(s4, s4, 2, 3);
-  return s2[0] + s2[1];
+  return detail::fold_lanes(a, b);
 }
 inline float widen(float v) { return v; }
 inline float widen(bf16 v) { return bf16_to_f32(v); }
@@ -109,9 +105,7 @@ float finish_tail(float (&lane)[kDotLanes], const float* x, const W* row, int64_
     const float product = widen(row[k + j]) * x[k + j];
     lane[j] += product;
   }
-  for (int half = kDotLanes / 2; half > 0; half /= 2)
-    for (int j = 0; j < half; ++j) lane[j] += lane[j + half];
-  return lane[0];
+  return detail::fold_lanes(lane);
 }
 
 // R rows of W against xp (x with each whole 16-column group in the lanes'
